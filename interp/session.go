@@ -63,6 +63,7 @@ import (
 
 	yaegi "github.com/traefik/yaegi/interp"
 
+	"godist/distlib/cell"
 	"godist/distlib/display"
 )
 
@@ -258,8 +259,10 @@ func (s *Session) Execute(ctx context.Context, code string, out Output) (*Result
 	s.pendingErr = nil
 	s.mu.Unlock()
 	prev := display.SetPublisher(publisher{s})
+	restoreCtx := cell.Set(cellCtx)
 	defer func() {
 		s.syncStreams()
+		restoreCtx()
 		display.SetPublisher(prev)
 		s.mu.Lock()
 		s.out, s.cellCtx, s.cancelCell = nil, nil, nil
