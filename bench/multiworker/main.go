@@ -108,7 +108,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		OnEpochEnd: func(e int, _ keras.Logs) {
 			wall := tm.Wall()
 			// The CPU of all workers together, to tell what other processes used.
-			own, err := s.ExtendedAllReduce(distribute.ReduceSum, [][]*tensor.Tensor{{tensor.Scalar(float32(tm.Own()))}})
+			own, err := s.ExtendedAllReduce(context.Background(), distribute.ReduceSum, [][]*tensor.Tensor{{tensor.Scalar(float32(tm.Own()))}})
 			if err != nil {
 				panic(err)
 			}

@@ -1,13 +1,16 @@
 package distribute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 
+	"godist/distlib/cell"
 	"godist/distlib/data"
 	"godist/distlib/device"
 	"godist/distlib/tensor"
@@ -17,7 +20,7 @@ import (
 // single-worker strategies. The multi-worker strategy provides it.
 type crossWorker interface {
 	// allReduceWorkers sums (op) the flat list ts across workers and returns the result.
-	allReduceWorkers(op ReduceOp, ts []*tensor.Tensor) ([]*tensor.Tensor, error)
+	allReduceWorkers(ctx context.Context, op ReduceOp, ts []*tensor.Tensor) ([]*tensor.Tensor, error)
 }
 
 // base implements the Strategy methods shared by every strategy in this package; each
@@ -34,6 +37,8 @@ type base struct {
 	chief           bool        // this worker writes checkpoints
 	remote          crossWorker // nil for one worker
 	shardPolicy     bool        // auto-shard datasets between workers
+
+	running atomic.Pointer[syncGroup] // the replicas' rendezvous of the Run in progress
 }
 
 func (b *base) Name() string { return b.name }
@@ -72,9 +77,12 @@ func quoteList(ss []string) string {
 // ExtendedRunReplicas runs fn once per local replica, each in its own goroutine (a single
 // replica runs in the calling goroutine), inside the replica's device scope, and returns the
 // first error by replica order; a panic becomes a *ReplicaError naming the replica.
-func (b *base) ExtendedRunReplicas(fn func(replica int) error) error {
+func (b *base) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
 	if fn == nil {
 		return fmt.Errorf("%w: ExtendedRunReplicas with a nil function", ErrReplicaFailed)
+	}
+	if err := ctx.Err(); err != nil {
+		return err
 	}
 	n := len(b.devices)
 	errs := make([]error, n)
@@ -146,10 +154,20 @@ func trimStack(st []byte) string {
 
 // Run calls fn once per local replica in parallel, in the strategy's scope and each
 // replica's device scope, and returns the per-replica results. A replica that panics makes
-// Run panic with a *ReplicaError naming it.
+// Run panic with a *ReplicaError naming it. It is RunContext with the running notebook
+// cell's context.
 func (b *base) Run(fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
+	return b.RunContext(cell.Context(), fn, inputs)
+}
+
+// RunContext is Run under ctx: once ctx is done the replicas' collective calls fail, and
+// RunContext panics with ctx's error when it is done before the replicas start.
+func (b *base) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
 	if fn == nil {
 		panic(fmt.Errorf("%w: Run with a nil function", ErrReplicaFailed))
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	n := len(b.devices)
 	if inputs != nil && inputs.Len() != n {
@@ -158,22 +176,77 @@ func (b *base) Run(fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Ten
 	}
 	exit := enterScope(b.self, true)
 	defer exit()
-	group := newSyncGroup(b, n)
+	group := newSyncGroup(ctx, b, n)
+	if !b.running.CompareAndSwap(nil, group) {
+		panic(fmt.Errorf("%w: %s.Run called while another Run of the same strategy is in progress "+
+			"(call Run from the cell, not from inside a replica function)", ErrReplicaFailed, b.name))
+	}
+	defer b.running.Store(nil)
 	results := make([]*tensor.Tensor, n)
-	err := b.ExtendedRunReplicas(func(r int) error {
+	err := b.ExtendedRunReplicas(ctx, func(r int) error {
 		defer group.leave(r)
-		ctx := &ReplicaContext{strategy: b.self, b: b, replica: r, group: group}
+		rctx := &ReplicaContext{strategy: b.self, b: b, replica: r, group: group}
 		var el data.Element
 		if inputs != nil {
 			el = inputs.values[r]
 		}
-		results[r] = fn(ctx, el)
+		results[r] = fn(rctx, el)
 		return nil
 	})
 	if err != nil {
 		panic(err)
 	}
 	return &PerReplica{values: results}
+}
+
+// ExtendedApplyGradients sums a replica's gradients with the other replicas' of the Run in
+// progress and applies the sum to each variable copy once (see Strategy). A nil gradient
+// stays nil: it must be nil on every replica.
+func (b *base) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	g := b.running.Load()
+	if g == nil || apply == nil {
+		return false, nil
+	}
+	r := -1
+	for i, d := range b.devices {
+		if d == replicaDevice {
+			r = i
+		}
+	}
+	if r < 0 {
+		return false, nil
+	}
+	summed := grads
+	if _, workers := b.ExtendedWorker(); (len(b.devices) > 1 || workers > 1) && !g.reduced(grads) {
+		// nil gradients (variables the loss does not depend on) stay out of the sum.
+		var dense []*tensor.Tensor
+		for _, t := range grads {
+			if t != nil {
+				dense = append(dense, t)
+			}
+		}
+		out, err := g.allReduce(r, ReduceSum, dense)
+		if err != nil {
+			return true, fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of replica %d "+
+				"(every replica must call ApplyGradients with gradients of the same shapes, nil for the same variables): %w", r, err)
+		}
+		summed = make([]*tensor.Tensor, len(grads))
+		for i, t := range grads {
+			if t != nil {
+				summed[i], out = out[0], out[1:]
+			}
+		}
+	}
+	if b.mirror || r == 0 {
+		err = apply(summed)
+	}
+	if !b.mirror && len(b.devices) > 1 {
+		// One copy, updated by replica 0: the others wait until the update is done.
+		if _, berr := g.allReduce(r, ReduceSum, []*tensor.Tensor{tensor.Scalar(0)}); err == nil && berr != nil {
+			err = fmt.Errorf("distribute: ApplyGradients: wait for the update: %w", berr)
+		}
+	}
+	return true, err
 }
 
 // ExperimentalLocalResults returns v's values, one per local replica.
@@ -220,7 +293,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		}
 		count = total
 		if b.remote != nil {
-			cnt, err := b.remote.allReduceWorkers(ReduceSum, []*tensor.Tensor{tensor.Scalar(float32(total))})
+			cnt, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{tensor.Scalar(float32(total))})
 			if err != nil {
 				return nil, err
 			}
@@ -232,7 +305,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		return nil, fmt.Errorf("reduce: %w", err)
 	}
 	if b.remote != nil {
-		out, err := b.remote.allReduceWorkers(ReduceSum, []*tensor.Tensor{sum})
+		out, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{sum})
 		if err != nil {
 			return nil, err
 		}
@@ -249,7 +322,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 
 // ExtendedAllReduce reduces the replicas' tensor lists through the strategy's cross-device
 // ops and, for multi-worker strategies, across workers.
-func (b *base) ExtendedAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor) (out [][]*tensor.Tensor, err error) {
+func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) (out [][]*tensor.Tensor, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("distribute: all-reduce: %w", panicError(p))
@@ -273,7 +346,7 @@ func (b *base) ExtendedAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor) (ou
 	if err != nil {
 		return nil, err
 	}
-	global, err := b.remote.allReduceWorkers(ReduceSum, local[0])
+	global, err := b.remote.allReduceWorkers(ctx, ReduceSum, local[0])
 	if err != nil {
 		return nil, err
 	}

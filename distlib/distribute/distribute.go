@@ -28,6 +28,7 @@ package distribute
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -55,8 +56,13 @@ type Strategy interface {
 	// it. Entering the scope of a different strategy inside it panics.
 	Scope(fn func())
 	// Run calls fn once per local replica, in parallel, with that replica's part of
-	// inputs (nil inputs give every replica a nil Element), and returns the results.
+	// inputs (nil inputs give every replica a nil Element), and returns the results. It is
+	// RunContext with the running notebook cell's context (cell.Context), so that an
+	// interrupt stops the collectives the replicas wait in.
 	Run(fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica
+	// RunContext is Run under ctx: the replicas' collective calls (AllReduce, and the
+	// gradient aggregation of an optimizer's ApplyGradients) fail once ctx is done.
+	RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica
 	// Reduce combines the per-replica values v with op. With axis -1 the values are
 	// combined element-wise; with axis k >= 0 each value is also reduced along axis k
 	// (ReduceMean then averages over all the elements of that axis across replicas).
@@ -81,11 +87,23 @@ type Strategy interface {
 	// ExtendedRunReplicas calls fn once per local replica, each in its own goroutine,
 	// waits for all, and returns the first error; a panic in fn becomes an error that
 	// names the replica.
-	ExtendedRunReplicas(fn func(replica int) error) error
+	// It returns ctx's error without running fn when ctx is done.
+	ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error
 	// ExtendedAllReduce reduces perReplica[r][i] (tensor i of local replica r) across
 	// local replicas and, for multi-worker strategies, across workers, and returns the
 	// reduced list for every local replica.
-	ExtendedAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	// ExtendedApplyGradients is how an optimizer's ApplyGradients called inside Run
+	// updates the variables, like TensorFlow's merge_call in apply_gradients: the replica
+	// running on device replicaDevice (device.Current() in a replica function) hands in its
+	// gradients; the strategy sums them across all replicas in sync and calls apply with the
+	// sum once per variable copy (every replica for mirrored variables, one replica for a
+	// single copy), and returns when the update is visible to every replica. Gradients that
+	// are already the results of the Run's AllReduce are not summed again; nil gradients
+	// (nil on every replica) stay nil. inRun is false,
+	// and nothing is done, when no Run of this strategy is in progress or replicaDevice is
+	// not one of its replicas' (a cross-replica call: the caller applies grads itself).
+	ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
 	// ExtendedWorker returns this worker's index and the number of workers.
 	ExtendedWorker() (index, count int)
 	// ExtendedIsChief reports whether this worker writes checkpoints and summaries.

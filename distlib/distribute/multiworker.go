@@ -251,7 +251,7 @@ func (s *MultiWorkerMirroredStrategy) collective(name string, fn func(ctx contex
 }
 
 // allReduceWorkers sums the tensors across workers in one packed ring all-reduce.
-func (s *MultiWorkerMirroredStrategy) allReduceWorkers(op ReduceOp, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
+func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op ReduceOp, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	total := 0
 	for _, t := range ts {
 		total += t.Size()

@@ -1,6 +1,7 @@
 package distribute
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -62,6 +63,7 @@ func (c *ReplicaContext) String() string {
 
 // syncGroup is the rendezvous of the replicas of one Run for collective calls.
 type syncGroup struct {
+	ctx     context.Context
 	b       *base
 	n       int
 	mu      sync.Mutex
@@ -73,10 +75,11 @@ type syncGroup struct {
 	pending [][]*tensor.Tensor
 	results [][]*tensor.Tensor
 	err     error
+	outputs map[*tensor.Tensor]bool // every tensor an allReduce returned
 }
 
-func newSyncGroup(b *base, n int) *syncGroup {
-	g := &syncGroup{b: b, n: n, pending: make([][]*tensor.Tensor, n)}
+func newSyncGroup(ctx context.Context, b *base, n int) *syncGroup {
+	g := &syncGroup{ctx: ctx, b: b, n: n, pending: make([][]*tensor.Tensor, n), outputs: map[*tensor.Tensor]bool{}}
 	g.cond = sync.NewCond(&g.mu)
 	return g
 }
@@ -100,7 +103,7 @@ func (g *syncGroup) allReduce(r int, op ReduceOp, ts []*tensor.Tensor) ([]*tenso
 	g.arrived++
 	gen := g.gen
 	if g.arrived == g.n {
-		res, err := g.b.ExtendedAllReduce(op, g.pending)
+		res, err := g.b.ExtendedAllReduce(g.ctx, op, g.pending)
 		g.pending = make([][]*tensor.Tensor, g.n)
 		g.arrived = 0
 		if err != nil {
@@ -109,6 +112,11 @@ func (g *syncGroup) allReduce(r int, op ReduceOp, ts []*tensor.Tensor) ([]*tenso
 			return nil, err
 		}
 		g.results = res
+		for _, ts := range res {
+			for _, t := range ts {
+				g.outputs[t] = true
+			}
+		}
 		g.gen++
 		g.cond.Broadcast()
 		return res[r], nil
@@ -121,6 +129,24 @@ func (g *syncGroup) allReduce(r int, op ReduceOp, ts []*tensor.Tensor) ([]*tenso
 		return nil, g.err
 	}
 	return g.results[r], nil
+}
+
+// reduced reports whether every non-nil tensor of ts was returned by one of the group's
+// all-reduces (and at least one is non-nil): gradients the replica function reduced itself.
+func (g *syncGroup) reduced(ts []*tensor.Tensor) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	any := false
+	for _, t := range ts {
+		if t == nil {
+			continue
+		}
+		if !g.outputs[t] {
+			return false
+		}
+		any = true
+	}
+	return any
 }
 
 // leave records that replica r's function returned (or panicked).

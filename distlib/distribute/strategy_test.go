@@ -1,6 +1,7 @@
 package distribute
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -299,7 +300,7 @@ func TestReplicaFailures(t *testing.T) {
 			})
 		})
 	}
-	err := s.ExtendedRunReplicas(func(r int) error {
+	err := s.ExtendedRunReplicas(context.Background(), func(r int) error {
 		if r == 1 {
 			return errors.New("out of data")
 		}
@@ -309,7 +310,7 @@ func TestReplicaFailures(t *testing.T) {
 	if !errors.As(err, &re) || re.Replica != 1 || re.Device != cpu(1) || !strings.Contains(err.Error(), "out of data") {
 		t.Fatalf("ExtendedRunReplicas = %v; want replica 1's error", err)
 	}
-	if err := s.ExtendedRunReplicas(func(int) error { return nil }); err != nil {
+	if err := s.ExtendedRunReplicas(context.Background(), func(int) error { return nil }); err != nil {
 		t.Fatalf("ExtendedRunReplicas of a good function = %v", err)
 	}
 }

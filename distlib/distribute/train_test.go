@@ -1,6 +1,7 @@
 package distribute
 
 import (
+	"context"
 	"errors"
 	"math"
 	"math/rand"
@@ -218,7 +219,7 @@ func TestNcclFallbackLoggedOnce(t *testing.T) {
 	log := captureLog(t)
 	s := NewMirroredStrategy(WithCrossDeviceOps(NewNcclAllReduce()))
 	for i := 0; i < 3; i++ {
-		out, err := s.ExtendedAllReduce(ReduceMean, [][]*tensor.Tensor{{vec(1, 2)}, {vec(3, 4)}})
+		out, err := s.ExtendedAllReduce(context.Background(), ReduceMean, [][]*tensor.Tensor{{vec(1, 2)}, {vec(3, 4)}})
 		if err != nil || !equalData(out[1][0].Data(), []float32{2, 3}) {
 			t.Fatalf("ExtendedAllReduce(MEAN) = %v, %v; want [2 3]", out, err)
 		}

@@ -98,8 +98,8 @@ func (c *BackupAndRestoreCallback) EpochEnd(epoch int, _ Logs) {
 // TrainEnd deletes the backup once training completed (on the chief only).
 func (c *BackupAndRestoreCallback) TrainEnd(Logs) {
 	m := c.Model()
-	if m.StopTraining || !m.strategy.ExtendedIsChief() {
-		return
+	if m.StopTraining || m.interrupted || !m.strategy.ExtendedIsChief() {
+		return // an interrupted Fit resumes from the backup when run again
 	}
 	if err := os.Remove(c.Path()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		panic(fmt.Errorf("keras: BackupAndRestore: %w", err))

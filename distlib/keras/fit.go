@@ -1,9 +1,11 @@
 package keras
 
 import (
+	"context"
 	"fmt"
 	"time"
 
+	"godist/distlib/cell"
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/tensor"
@@ -242,7 +244,7 @@ func statsFrom(v []float32) stats {
 }
 
 // trainStep runs one global batch through the strategy and applies the gradients.
-func (m *Model) trainStep(el data.Element, metrics []*Metric) (stats, error) {
+func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metric) (stats, error) {
 	x, y := splitXY("Fit", el, true)
 	if err := checkBatch("Fit", x, y); err != nil {
 		return stats{}, err
@@ -271,7 +273,7 @@ func (m *Model) trainStep(el data.Element, metrics []*Metric) (stats, error) {
 
 	nTrain := len(m.TrainableVariables())
 	perReplica := make([][]*tensor.Tensor, local)
-	err = m.strategy.ExtendedRunReplicas(func(r int) error {
+	err = m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
 		c := m.copyFor(r)
 		xs, ys := shards[r][0].To(devs[r]), shards[r][1].To(devs[r])
 		vars := m.variables(c, true)
@@ -305,7 +307,7 @@ func (m *Model) trainStep(el data.Element, metrics []*Metric) (stats, error) {
 	// One replica in one worker: the sum over replicas is the replica's own list.
 	reduced := perReplica
 	if _, workers := m.strategy.ExtendedWorker(); local > 1 || workers > 1 {
-		reduced, err = m.strategy.ExtendedAllReduce(distribute.ReduceSum, perReplica)
+		reduced, err = m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, perReplica)
 		if err != nil {
 			return stats{}, fmt.Errorf("keras: all-reduce gradients: %w", err)
 		}
@@ -323,7 +325,7 @@ func (m *Model) trainStep(el data.Element, metrics []*Metric) (stats, error) {
 }
 
 // testStep evaluates one global batch through the strategy.
-func (m *Model) testStep(el data.Element, metrics []*Metric) (stats, error) {
+func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric) (stats, error) {
 	x, y := splitXY("Evaluate", el, true)
 	if err := checkBatch("Evaluate", x, y); err != nil {
 		return stats{}, err
@@ -339,7 +341,7 @@ func (m *Model) testStep(el data.Element, metrics []*Metric) (stats, error) {
 		return stats{}, err
 	}
 	perReplica := make([][]*tensor.Tensor, len(devs))
-	err = m.strategy.ExtendedRunReplicas(func(r int) error {
+	err = m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
 		st := make([]float32, 2+2*len(metrics))
 		if xs := shards[r][0]; xs.Shape()[0] > 0 {
 			xs = xs.To(devs[r])
@@ -353,7 +355,7 @@ func (m *Model) testStep(el data.Element, metrics []*Metric) (stats, error) {
 	if err != nil {
 		return stats{}, err
 	}
-	reduced, err := m.strategy.ExtendedAllReduce(distribute.ReduceSum, perReplica)
+	reduced, err := m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, perReplica)
 	if err != nil {
 		return stats{}, fmt.Errorf("keras: all-reduce metrics: %w", err)
 	}
@@ -369,17 +371,30 @@ func (m *Model) requireCompiled(op string) {
 // Fit trains the model on ds, whose elements are (inputs, labels) batches, like
 // model.fit(ds, epochs=...). It returns the History of the epochs' logs. Errors (bad
 // shapes, a failing callback) panic with an error wrapping one of this package's; the
-// notebook shows them as Jupyter errors.
+// notebook shows them as Jupyter errors. Fit is FitContext with the running notebook
+// cell's context: interrupting the cell stops training.
 func (m *Model) Fit(ds *data.Dataset, opts ...Option) *History {
+	return m.FitContext(cell.Context(), ds, opts...)
+}
+
+// FitContext is Fit under ctx. When ctx is done (an interrupted cell, a cancelled
+// program), training stops at the next step boundary: the progress bar ends with a line
+// saying where it stopped, the callbacks' TrainEnd runs (BackupAndRestore keeps its
+// backup), and FitContext returns the History of the epochs completed so far. The model,
+// its optimizer and the strategy stay usable: the next Fit or Evaluate works.
+func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option) *History {
 	if ds == nil {
 		panic(fmt.Errorf("%w: Fit(nil dataset)", ErrInvalidArgument))
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	m.requireCompiled("Fit")
 	if ps, ok := m.strategy.(*distribute.ParameterServerStrategy); ok {
-		return m.psFit(ps, ds, opts) // ps_fit.go
+		return m.psFit(ctx, ps, ds, opts) // ps_fit.go
 	}
 	cfg := parseRun("Fit", opts, "epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose")
-	f := m.newFitLoop(cfg, ds)
+	f := m.newFitLoop(ctx, cfg, ds)
 	cbs, prog := f.cbs, f.prog
 	metrics := m.compiledMetrics()
 	m.mw.train = m.shardModeOf("Fit", ds)
@@ -406,6 +421,9 @@ func (m *Model) Fit(ds *data.Dataset, opts ...Option) *History {
 		var total stats
 		steps := 0
 		for cfg.steps == 0 || steps < cfg.steps {
+			if f.interrupted(epoch, steps) {
+				return f.trainEnd()
+			}
 			el, ok := nextBatch(ds, &it, cfg.steps)
 			if !ok {
 				break
@@ -413,8 +431,11 @@ func (m *Model) Fit(ds *data.Dataset, opts ...Option) *History {
 			for _, cb := range cbs {
 				cb.TrainBatchBegin(steps, Logs{})
 			}
-			st, err := m.trainStep(el, metrics)
+			st, err := m.trainStep(ctx, el, metrics)
 			if err != nil {
+				if f.interrupted(epoch, steps) {
+					return f.trainEnd()
+				}
 				panic(fmt.Errorf("keras: Fit epoch %d step %d: %w", epoch+1, steps+1, err))
 			}
 			total.add(st)
@@ -454,6 +475,7 @@ func nextBatch(ds *data.Dataset, it **data.Iterator, steps int) (data.Element, b
 // fitLoop is the bookkeeping around the steps that Fit and psFit share: the History, the
 // callbacks (the user's and the History's), the progress bar and the epoch logs.
 type fitLoop struct {
+	ctx    context.Context
 	m      *Model
 	cfg    *runConfig
 	hist   *History
@@ -465,8 +487,8 @@ type fitLoop struct {
 
 // newFitLoop prepares the History and the callbacks of a Fit over ds and clears
 // m.StopTraining.
-func (m *Model) newFitLoop(cfg *runConfig, ds *data.Dataset) *fitLoop {
-	f := &fitLoop{m: m, cfg: cfg, hist: newHistory(), target: cfg.steps}
+func (m *Model) newFitLoop(ctx context.Context, cfg *runConfig, ds *data.Dataset) *fitLoop {
+	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps}
 	if f.target == 0 && ds.Cardinality() >= 0 {
 		f.target = ds.Cardinality()
 	}
@@ -479,7 +501,33 @@ func (m *Model) newFitLoop(cfg *runConfig, ds *data.Dataset) *fitLoop {
 		f.prog = newProgress(cfg.verbose, m.out(), time.Now)
 	}
 	m.StopTraining = false
+	m.interrupted = false
 	return f
+}
+
+// interrupted reports whether Fit's context is done; the first time, it ends the progress
+// bar with a line saying where training stopped (epoch and steps done in it, 0-based epoch)
+// and marks the model interrupted for the callbacks' TrainEnd.
+func (f *fitLoop) interrupted(epoch, steps int) bool {
+	if f.ctx.Err() == nil {
+		return false
+	}
+	if f.m.interrupted {
+		return true
+	}
+	f.m.interrupted = true
+	where := fmt.Sprintf("epoch %d/%d after step %d", epoch+1, f.cfg.epochs, steps)
+	if f.target > 0 {
+		where += fmt.Sprintf("/%d", f.target)
+	}
+	line := fmt.Sprintf("Fit interrupted in %s (%v): the model keeps the weights of its last step; "+
+		"the History holds the %d completed epoch(s)", where, context.Cause(f.ctx), len(f.hist.Epoch))
+	if f.prog != nil {
+		f.prog.emitLine(line)
+	} else {
+		fmt.Fprintln(f.m.out(), line)
+	}
+	return true
 }
 
 func (f *fitLoop) trainBegin() {
@@ -507,7 +555,7 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) {
 	}
 	f.logs = f.m.logsOf(total, "")
 	if f.cfg.validation != nil {
-		vl := f.m.evaluate(f.cfg.validation, f.cfg.validationSteps, nil, nil)
+		vl := f.m.evaluate(f.ctx, f.cfg.validation, f.cfg.validationSteps, nil, nil)
 		for k, v := range vl {
 			f.logs["val_"+k] = v
 		}
@@ -529,10 +577,21 @@ func (f *fitLoop) trainEnd() *History {
 }
 
 // Evaluate returns the loss and metrics of the model on ds, like model.evaluate(ds):
-// logs["loss"], logs["accuracy"], ... Options: Steps, Callbacks, Verbose.
+// logs["loss"], logs["accuracy"], ... Options: Steps, Callbacks, Verbose. It is
+// EvaluateContext with the running notebook cell's context.
 func (m *Model) Evaluate(ds *data.Dataset, opts ...Option) Logs {
+	return m.EvaluateContext(cell.Context(), ds, opts...)
+}
+
+// EvaluateContext is Evaluate under ctx: when ctx is done it stops at the next batch and
+// panics with an error wrapping ctx's (no partial figures are returned as if they were
+// the dataset's).
+func (m *Model) EvaluateContext(ctx context.Context, ds *data.Dataset, opts ...Option) Logs {
 	if ds == nil {
 		panic(fmt.Errorf("%w: Evaluate(nil dataset)", ErrInvalidArgument))
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	m.requireCompiled("Evaluate")
 	cfg := parseRun("Evaluate", opts, "steps", "callbacks", "verbose")
@@ -543,10 +602,10 @@ func (m *Model) Evaluate(ds *data.Dataset, opts ...Option) Logs {
 	if cfg.verbose > 0 {
 		prog = newProgress(cfg.verbose, m.out(), time.Now)
 	}
-	return m.evaluate(ds, cfg.steps, cfg.callbacks, prog)
+	return m.evaluate(ctx, ds, cfg.steps, cfg.callbacks, prog)
 }
 
-func (m *Model) evaluate(ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {
+func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {
 	metrics := m.compiledMetrics()
 	m.mw.eval = m.shardModeOf("Evaluate", ds)
 	for _, cb := range cbs {
@@ -564,6 +623,9 @@ func (m *Model) evaluate(ds *data.Dataset, maxSteps int, cbs []Callback, prog *p
 	var total stats
 	steps := 0
 	for maxSteps == 0 || steps < maxSteps {
+		if err := ctx.Err(); err != nil {
+			panic(fmt.Errorf("keras: Evaluate stopped after %d batches: %w", steps, context.Cause(ctx)))
+		}
 		el, ok := it.Next()
 		if !ok {
 			break
@@ -571,7 +633,7 @@ func (m *Model) evaluate(ds *data.Dataset, maxSteps int, cbs []Callback, prog *p
 		for _, cb := range cbs {
 			cb.TestBatchBegin(steps, Logs{})
 		}
-		st, err := m.testStep(el, metrics)
+		st, err := m.testStep(ctx, el, metrics)
 		if err != nil {
 			panic(fmt.Errorf("keras: Evaluate step %d: %w", steps+1, err))
 		}
@@ -597,8 +659,18 @@ func (m *Model) evaluate(ds *data.Dataset, maxSteps int, cbs []Callback, prog *p
 
 // Predict returns the model's outputs for input, a *data.Dataset of batches (elements
 // (inputs) or (inputs, labels)) or a *tensor.Tensor batch (run 32 examples at a time),
-// like model.predict. Options: Steps, Callbacks.
+// like model.predict. Options: Steps, Callbacks. It is PredictContext with the running
+// notebook cell's context.
 func (m *Model) Predict(input any, opts ...Option) *tensor.Tensor {
+	return m.PredictContext(cell.Context(), input, opts...)
+}
+
+// PredictContext is Predict under ctx: when ctx is done it stops at the next batch and
+// panics with an error wrapping ctx's.
+func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *tensor.Tensor {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	cfg := parseRun("Predict", opts, "steps", "callbacks", "verbose")
 	var ds *data.Dataset
 	switch v := input.(type) {
@@ -623,6 +695,9 @@ func (m *Model) Predict(input any, opts ...Option) *tensor.Tensor {
 	defer it.Close()
 	var outs []*tensor.Tensor
 	for steps := 0; cfg.steps == 0 || steps < cfg.steps; steps++ {
+		if err := ctx.Err(); err != nil {
+			panic(fmt.Errorf("keras: Predict stopped after %d batches: %w", steps, context.Cause(ctx)))
+		}
 		el, ok := it.Next()
 		if !ok {
 			break
@@ -635,7 +710,7 @@ func (m *Model) Predict(input any, opts ...Option) *tensor.Tensor {
 			panic(fmt.Errorf("keras: Predict: %w", err))
 		}
 		parts := make([]*tensor.Tensor, len(devs))
-		if err := m.strategy.ExtendedRunReplicas(func(r int) error {
+		if err := m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
 			if xs := shards[r][0]; xs.Shape()[0] > 0 {
 				parts[r] = tensor.StopGradient(m.forward(m.copyFor(r), xs.To(devs[r]), false, 0))
 			}

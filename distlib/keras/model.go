@@ -24,6 +24,8 @@ type Model struct {
 	// StopTraining ends Fit after the current batch when set, by a callback for example.
 	StopTraining bool
 
+	interrupted bool // the last Fit stopped because its context was done
+
 	name     string
 	layers   []layers.Layer
 	strategy distribute.Strategy

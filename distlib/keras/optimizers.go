@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 
+	"godist/distlib/device"
+	"godist/distlib/distribute"
 	"godist/distlib/tensor"
 )
 
@@ -261,9 +263,26 @@ func (o *Optimizer) SetLearningRate(lr float64) {
 
 // ApplyGradients updates vars[i] with grads[i] and counts one step, like Keras'
 // optimizer.apply_gradients(zip(grads, vars)). A nil gradient leaves its variable alone.
+//
+// Called inside strategy.Run (a custom training loop), it aggregates as TensorFlow does:
+// each replica hands in the gradients of its part of the batch, the strategy sums them
+// across all replicas in sync (and workers), and every copy of the variables gets the same
+// update. Gradients the replica function already reduced with ctx.AllReduceList are not
+// summed again.
 func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variable) (err error) {
 	defer recoverErr("ApplyGradients", &err)
-	return o.applyReplicas([][]*tensor.Tensor{grads}, [][]*tensor.Variable{vars})
+	if len(grads) != len(vars) {
+		return fmt.Errorf("%w: ApplyGradients got %d gradients for %d variables", ErrInvalidArgument, len(grads), len(vars))
+	}
+	apply := func(gs []*tensor.Tensor) error {
+		return o.applyReplicas([][]*tensor.Tensor{gs}, [][]*tensor.Variable{vars})
+	}
+	// Inside a Run the strategy sums the replicas' gradients and calls apply per copy.
+	inRun, err := distribute.GetStrategy().ExtendedApplyGradients(device.Current(), grads, apply)
+	if inRun {
+		return err
+	}
+	return apply(grads)
 }
 
 // applyReplicas applies one step: grads[r][i] to vars[r][i] for every replica copy r, with

@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -280,7 +281,7 @@ var psFitIDs atomic.Uint64
 func init() { psFitIDs.Store(rand.Uint64() >> 1) }
 
 // psFit is Fit under a ParameterServerStrategy.
-func (m *Model) psFit(s *distribute.ParameterServerStrategy, ds *data.Dataset, opts []Option) *History {
+func (m *Model) psFit(ctx context.Context, s *distribute.ParameterServerStrategy, ds *data.Dataset, opts []Option) *History {
 	cfg := parseRun("Fit", opts, "epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps",
 		"callbacks", "verbose", "steps_per_execution", "ps_pipeline")
 	spe := max(1, cfg.stepsPerExecution)
@@ -320,7 +321,7 @@ func (m *Model) psFit(s *distribute.ParameterServerStrategy, ds *data.Dataset, o
 	coord := distribute.NewClusterCoordinator(s)
 	defer coord.Close()
 
-	f := m.newFitLoop(cfg, ds)
+	f := m.newFitLoop(ctx, cfg, ds)
 	f.hist.Params["steps_per_execution"] = spe
 	prog := f.prog
 	metrics := m.compiledMetrics()
@@ -336,6 +337,9 @@ func (m *Model) psFit(s *distribute.ParameterServerStrategy, ds *data.Dataset, o
 		steps := 0
 		ended := false
 		for !ended && (cfg.steps == 0 || steps < cfg.steps) {
+			if f.interrupted(epoch, steps) {
+				return f.trainEnd() // the deferred Close cancels what is queued
+			}
 			var batches []data.Element
 			var seeds []uint64
 			for len(batches) < spe && (cfg.steps == 0 || steps < cfg.steps) {
@@ -387,6 +391,9 @@ func (m *Model) psFit(s *distribute.ParameterServerStrategy, ds *data.Dataset, o
 			panic(fmt.Errorf("%w: Fit: the dataset produced no batches in epoch %d", ErrInvalidArgument, epoch+1))
 		}
 		if err := coord.Join(); err != nil {
+			if f.interrupted(epoch, steps) {
+				return f.trainEnd()
+			}
 			panic(fmt.Errorf("keras: Fit epoch %d under ParameterServerStrategy: %w", epoch+1, err))
 		}
 		var total stats

@@ -184,17 +184,19 @@ type _godist_distlib_distribute_Strategy struct {
 	WDistributeDatasetsFromFunction func(fn func(ctx *distribute.InputContext) *data.Dataset) *distribute.DistributedDataset
 	WExperimentalDistributeDataset  func(ds *data.Dataset) *distribute.DistributedDataset
 	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
-	WExtendedAllReduce              func(op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
 	WExtendedIsChief                func() bool
 	WExtendedMirrorsVariables       func() bool
 	WExtendedReplicaDevices         func() []string
-	WExtendedRunReplicas            func(fn func(replica int) error) error
+	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
 	WExtendedVariableDevice         func() string
 	WExtendedWorker                 func() (index int, count int)
 	WName                           func() string
 	WNumReplicasInSync              func() int
 	WReduce                         func(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor
 	WRun                            func(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
+	WRunContext                     func(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
 	WScope                          func(fn func())
 }
 
@@ -207,8 +209,11 @@ func (W _godist_distlib_distribute_Strategy) ExperimentalDistributeDataset(ds *d
 func (W _godist_distlib_distribute_Strategy) ExperimentalLocalResults(v *distribute.PerReplica) []*tensor.Tensor {
 	return W.WExperimentalLocalResults(v)
 }
-func (W _godist_distlib_distribute_Strategy) ExtendedAllReduce(op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
-	return W.WExtendedAllReduce(op, perReplica)
+func (W _godist_distlib_distribute_Strategy) ExtendedAllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	return W.WExtendedAllReduce(ctx, op, perReplica)
+}
+func (W _godist_distlib_distribute_Strategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
 }
 func (W _godist_distlib_distribute_Strategy) ExtendedIsChief() bool {
 	return W.WExtendedIsChief()
@@ -219,8 +224,8 @@ func (W _godist_distlib_distribute_Strategy) ExtendedMirrorsVariables() bool {
 func (W _godist_distlib_distribute_Strategy) ExtendedReplicaDevices() []string {
 	return W.WExtendedReplicaDevices()
 }
-func (W _godist_distlib_distribute_Strategy) ExtendedRunReplicas(fn func(replica int) error) error {
-	return W.WExtendedRunReplicas(fn)
+func (W _godist_distlib_distribute_Strategy) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
+	return W.WExtendedRunReplicas(ctx, fn)
 }
 func (W _godist_distlib_distribute_Strategy) ExtendedVariableDevice() string {
 	return W.WExtendedVariableDevice()
@@ -239,6 +244,9 @@ func (W _godist_distlib_distribute_Strategy) Reduce(op distribute.ReduceOp, v *d
 }
 func (W _godist_distlib_distribute_Strategy) Run(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica {
 	return W.WRun(fn, inputs)
+}
+func (W _godist_distlib_distribute_Strategy) RunContext(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica {
+	return W.WRunContext(ctx, fn, inputs)
 }
 func (W _godist_distlib_distribute_Strategy) Scope(fn func()) {
 	W.WScope(fn)

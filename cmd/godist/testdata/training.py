@@ -1,0 +1,155 @@
+"""Interrupting training through jupyter_client: a long model.Fit stops at the next step,
+the reply comes within 1 s, the kernel goes back to idle (no CPU, no goroutines left, no
+more progress updates), and the model, optimizer and strategy keep working in the next
+cells. Also a custom loop (strategy.Run) interrupted the same way."""
+import os
+import time
+import unittest
+
+from jupyter_client.manager import start_new_kernel
+
+TIMEOUT = 120
+
+SETUP = '''import (
+    "fmt"
+    "runtime"
+    "godist/distlib/data"
+    "godist/distlib/device"
+    "godist/distlib/distribute"
+    "godist/distlib/keras"
+    "godist/distlib/keras/layers"
+    "godist/distlib/tensor"
+)
+device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2))
+strategy := distribute.NewMirroredStrategy()
+x := tensor.RandomNormal([]int{2048, 32}, 0, 1, 1)
+y := tensor.ReduceSum(x, 1)
+ds := data.FromTensorSlices(x, y).Batch(64, false)
+var model *keras.Model
+strategy.Scope(func() {
+    model = keras.Sequential(layers.Dense(64, layers.ReLU, layers.InputShape(32)), layers.Dense(1))
+    model.Compile(keras.Adam(1e-3), keras.MeanSquaredError())
+})
+fmt.Println("goroutines", runtime.NumGoroutine())
+'''
+
+
+def cpu_seconds(pid):
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class TrainingInterruptTests(unittest.TestCase):
+    def setUp(self):
+        self.km, self.kc = start_new_kernel(kernel_name="godist", startup_timeout=60)
+        self.pid = self.km.provisioner.process.pid
+
+    def tearDown(self):
+        self.kc.stop_channels()
+        if self.km.is_alive():
+            self.km.shutdown_kernel(now=True)
+
+    def reply_to(self, msg_id, timeout=TIMEOUT):
+        deadline = time.time() + timeout
+        while True:
+            msg = self.kc.get_shell_msg(timeout=max(0.01, deadline - time.time()))
+            if msg["parent_header"].get("msg_id") == msg_id:
+                return msg
+
+    def iopub_until_idle(self, msg_id, timeout=TIMEOUT):
+        out, deadline = [], time.time() + timeout
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.time()))
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            out.append(msg)
+            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                return out
+
+    def execute(self, code):
+        msg_id = self.kc.execute(code)
+        reply = self.reply_to(msg_id)
+        pub = self.iopub_until_idle(msg_id)
+        self.assertEqual(reply["content"]["status"], "ok", (code, reply["content"]))
+        return text_of(pub)
+
+    def goroutines(self):
+        out = self.execute('fmt.Println("goroutines", runtime.NumGoroutine())')
+        return int(out.split("goroutines")[-1].split()[0])
+
+    def interrupt_after(self, code, seconds):
+        msg_id = self.kc.execute(code)
+        time.sleep(seconds)
+        started = time.time()
+        self.km.interrupt_kernel()
+        reply = self.reply_to(msg_id, timeout=10)
+        elapsed = time.time() - started
+        pub = self.iopub_until_idle(msg_id)
+        self.assertEqual(reply["content"]["status"], "error", reply["content"])
+        self.assertEqual(reply["content"]["ename"], "Interrupted", reply["content"])
+        self.assertLess(elapsed, 1.0, "the interrupted cell took %.2fs to reply" % elapsed)
+        return pub
+
+    def check_quiet(self, before):
+        # No more output of any kind for the interrupted cell, and the kernel is idle.
+        time.sleep(2)
+        c0 = cpu_seconds(self.pid)
+        time.sleep(1)
+        used = cpu_seconds(self.pid) - c0
+        self.assertLess(used, 0.15, "the kernel used %.2f CPU-seconds in the second after the interrupt" % used)
+        late = []
+        while True:
+            try:
+                late.append(self.kc.get_iopub_msg(timeout=0.2))
+            except Exception:
+                break
+        self.assertEqual([m["msg_type"] for m in late], [], "messages after the interrupted cell went idle")
+        after = self.goroutines()
+        self.assertLessEqual(after, before + 2, "goroutines: %d before the cell, %d after its interrupt" % (before, after))
+
+    def test_fit_interrupted(self):
+        before = int(self.execute(SETUP).split("goroutines")[-1].split()[0])
+        pub = self.interrupt_after("history := model.Fit(ds, keras.Epochs(1000))", 2.0)
+        shown = text_of(pub)
+        self.assertIn("Fit interrupted in epoch", shown)
+        self.check_quiet(before)
+        out = self.execute('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
+        self.assertIn("loss ", out)
+        out = self.execute('h := model.Fit(ds, keras.Epochs(2), keras.Verbose(0))\nfmt.Println("epochs", len(h.Epoch))')
+        self.assertIn("epochs 2", out)
+
+    def test_custom_loop_interrupted(self):
+        before = int(self.execute(SETUP).split("goroutines")[-1].split()[0])
+        loop = '''opt := keras.SGD(0.01)
+dist := strategy.ExperimentalDistributeDataset(ds.Repeat(-1))
+it := dist.Iterator()
+for inputs, ok := it.Next(); ok; inputs, ok = it.Next() {
+    strategy.Run(func(ctx *distribute.ReplicaContext, el data.Element) *tensor.Tensor {
+        tape := tensor.NewGradientTape()
+        loss := distribute.ComputeAverageLoss(keras.MeanSquaredError(keras.WithReduction(keras.ReductionNone)).Call(el[1], model.Call(el[0], true)), 64)
+        opt.ApplyGradients(tape.Gradient(loss, model.TrainableVariables()), model.TrainableVariables())
+        return loss
+    }, inputs)
+}'''
+        self.interrupt_after(loop, 2.0)
+        self.check_quiet(before)
+        out = self.execute('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
+        self.assertIn("loss ", out)
+
+
+def text_of(pub):
+    parts = []
+    for m in pub:
+        c = m["content"]
+        if m["msg_type"] == "stream":
+            parts.append(c["text"])
+        elif m["msg_type"] in ("display_data", "update_display_data", "execute_result"):
+            parts.append(c["data"].get("text/plain", ""))
+        elif m["msg_type"] == "error":
+            parts.append("\n".join(c["traceback"]))
+    return "\n".join(parts)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

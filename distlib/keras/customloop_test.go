@@ -1,0 +1,101 @@
+package keras
+
+import (
+	"math"
+	"testing"
+
+	"godist/distlib/data"
+	"godist/distlib/distribute"
+	"godist/distlib/keras/layers"
+	"godist/distlib/tensor"
+	"godist/internal/leakcheck"
+)
+
+// italianGuideLoop is the custom training loop of the course's Italian guide to
+// tf.distribute, translated line by line (no AllReduceList: ApplyGradients inside Run
+// aggregates the replicas' gradients as TensorFlow's apply_gradients does). It returns the
+// model after epochs passes over ds.
+func italianGuideLoop(t *testing.T, strategy distribute.Strategy, ds *data.Dataset, globalBatchSize, epochs int) *Model {
+	t.Helper()
+	SetRandomSeed(5)
+	var model *Model
+	var optimizer *Optimizer
+	strategy.Scope(func() {
+		model = Sequential(layers.Dense(1, layers.InputShape(1)))
+		optimizer = SGD(0.01)
+	})
+	distDataset := strategy.ExperimentalDistributeDataset(ds)
+
+	lossObject := BinaryCrossentropy(true, WithReduction(ReductionNone))
+	computeLoss := func(labels, predictions *tensor.Tensor) *tensor.Tensor {
+		perExampleLoss := lossObject.Call(labels, predictions)
+		return distribute.ComputeAverageLoss(perExampleLoss, globalBatchSize)
+	}
+	trainStep := func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor {
+		features, labels := inputs[0], inputs[1]
+		tape := tensor.NewGradientTape()
+		predictions := model.Call(features, true)
+		loss := computeLoss(labels, predictions)
+		gradients := tape.Gradient(loss, model.TrainableVariables())
+		if err := optimizer.ApplyGradients(gradients, model.TrainableVariables()); err != nil {
+			t.Error(err)
+		}
+		return loss
+	}
+	distributedTrainStep := func(distInputs *distribute.DistributedValue) *tensor.Tensor {
+		perReplicaLosses := strategy.Run(trainStep, distInputs)
+		return strategy.Reduce(distribute.ReduceSum, perReplicaLosses, -1)
+	}
+	for epoch := 0; epoch < epochs; epoch++ {
+		it := distDataset.Iterator()
+		for inputs, ok := it.Next(); ok; inputs, ok = it.Next() {
+			distributedTrainStep(inputs)
+		}
+	}
+	if got, want := optimizer.Iterations(), int64(epochs*ds.Cardinality()); got != want {
+		t.Errorf("%s: optimizer.Iterations() = %d, want %d (one per step, replicas counted once)", strategy.Name(), got, want)
+	}
+	return model
+}
+
+// TestCustomLoopApplyGradientsAggregates: every replica ends with the same weights, equal to
+// the single-device run's, whether the data is the guide's constant example or varies.
+func TestCustomLoopApplyGradientsAggregates(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 3)
+	guide := data.FromTensors(tensor.MustNew([]int{1}, []float32{1}), tensor.MustNew([]int{1}, []float32{1})).Repeat(100).Batch(10, false)
+	n := 60
+	x := tensor.RandomNormal([]int{n, 1}, 0, 1, 7)
+	y := make([]float32, n)
+	for i, v := range x.Data() {
+		if v > 0.3 {
+			y[i] = 1
+		}
+	}
+	varied := data.FromTensorSlices(x, tensor.MustNew([]int{n, 1}, y)).Batch(12, false)
+	for _, tc := range []struct {
+		name  string
+		ds    *data.Dataset
+		batch int
+	}{{"guide", guide, 10}, {"varied", varied, 12}} {
+		want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), tc.ds, tc.batch, 3).GetWeights()
+		for _, s := range []distribute.Strategy{
+			distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1")),
+			distribute.NewMirroredStrategy(),
+			distribute.NewCentralStorageStrategy(distribute.WithDevices("/cpu:1", "/cpu:2")),
+		} {
+			m := italianGuideLoop(t, s, tc.ds, tc.batch, 3)
+			for r := range s.ExtendedReplicaDevices() {
+				for i, v := range m.ReplicaTrainableVariables(r) {
+					a, b := want[i].Data(), v.Value().Data()
+					for j := range a {
+						if math.Abs(float64(a[j]-b[j])) > 1e-5 {
+							t.Fatalf("%s, %s with %d replicas: replica %d %s[%d] = %v, the single-device loop gives %v",
+								tc.name, s.Name(), s.NumReplicasInSync(), r, v.Name(), j, b[j], a[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}

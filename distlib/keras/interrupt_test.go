@@ -1,0 +1,59 @@
+package keras
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"godist/distlib/distribute"
+	"godist/distlib/keras/layers"
+	"godist/internal/leakcheck"
+)
+
+// TestFitContextInterrupted: cancelling Fit's context stops it at the next step with a line
+// saying where, returns the History of the completed epochs, and leaves the model usable.
+func TestFitContextInterrupted(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	ds := imageData().Repeat(20)
+	s := distribute.NewMirroredStrategy()
+	var m *Model
+	s.Scope(func() {
+		m = Sequential(layers.Input(6, 6), layers.Flatten(), layers.Dense(8, layers.ReLU), layers.Dense(2))
+		m.Compile(Adam(1e-3), SparseCategoricalCrossentropy(true), "accuracy")
+	})
+	var out bytes.Buffer
+	m.stdout = &out
+	ctx, cancel := context.WithCancel(context.Background())
+	steps := 0
+	cb := LambdaCallback{OnTrainBatchEnd: func(batch int, _ Logs) {
+		if steps++; steps == 70 { // in the 2nd epoch (60 steps an epoch)
+			cancel()
+		}
+	}}
+	start := time.Now()
+	h := m.FitContext(ctx, ds, Epochs(1000), Callbacks(cb), Verbose(2))
+	if d := time.Since(start); d > 30*time.Second {
+		t.Fatalf("FitContext took %v after the cancel", d)
+	}
+	if steps != 70 {
+		t.Errorf("Fit ran %d steps, want 70 (it stops at the step boundary after the cancel)", steps)
+	}
+	if len(h.Epoch) != 1 {
+		t.Errorf("History has %d epochs after an interrupt in the second, want 1", len(h.Epoch))
+	}
+	if got := out.String(); !strings.Contains(got, "Fit interrupted in epoch 2/1000 after step 10/60") {
+		t.Errorf("Fit output does not say where it stopped:\n%s", got)
+	}
+	// The model, its optimizer and the strategy still work.
+	logs := m.Evaluate(imageData(), Verbose(0))
+	if _, ok := logs["accuracy"]; !ok {
+		t.Errorf("Evaluate after the interrupt = %v, want accuracy", logs)
+	}
+	h = m.Fit(imageData(), Epochs(1), Verbose(0))
+	if len(h.Epoch) != 1 {
+		t.Errorf("Fit after the interrupt recorded %d epochs, want 1", len(h.Epoch))
+	}
+}
