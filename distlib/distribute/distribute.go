@@ -104,6 +104,11 @@ type Strategy interface {
 	// and nothing is done, when no Run of this strategy is in progress or replicaDevice is
 	// not one of its replicas' (a cross-replica call: the caller applies grads itself).
 	ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
+	// ExtendedAutoShard applies ds's AutoShardPolicy between the workers: true when each
+	// worker keeps its share of every global batch, false when it takes the whole batch (or
+	// there is one worker); an error wrapping ErrAutoShard when the policy cannot apply.
+	// op names the caller in the error and the warning.
+	ExtendedAutoShard(op string, ds *data.Dataset) (bool, error)
 	// ExtendedWorker returns this worker's index and the number of workers.
 	ExtendedWorker() (index, count int)
 	// ExtendedIsChief reports whether this worker writes checkpoints and summaries.

@@ -1,7 +1,9 @@
 package distribute
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 
 	"godist/distlib/data"
 	"godist/distlib/tensor"
@@ -225,15 +227,54 @@ func (it *DistributedIterator) Close() {
 }
 
 // ExperimentalDistributeDataset returns a dataset that splits each global batch of ds
-// across the replicas. With several workers each worker reads the same global batches and
-// keeps its replicas' share (auto-sharding by data, what TensorFlow does for in-memory
-// sources under the AUTO, DATA, FILE and HINT policies); with AutoShardOff every worker
-// splits the whole global batch among its own replicas.
+// across the replicas. With several workers, ds's AutoShardPolicy says what each worker
+// takes (ExtendedAutoShard: the same rule as keras' Fit): its replicas' share of every
+// global batch (DATA, and AUTO for in-memory sources), or the whole global batch split
+// among its own replicas (OFF, HINT). FILE panics: the source reads no files.
 func (b *base) ExperimentalDistributeDataset(ds *data.Dataset) *DistributedDataset {
 	if ds == nil {
 		panic(fmt.Errorf("%w: ExperimentalDistributeDataset of a nil dataset", ErrBatchSize))
 	}
-	return &DistributedDataset{b: b, global: ds, shard: b.workers > 1 && ds.Options().AutoShardPolicy != data.AutoShardOff}
+	shard, err := b.ExtendedAutoShard("ExperimentalDistributeDataset", ds)
+	if err != nil {
+		panic(err)
+	}
+	return &DistributedDataset{b: b, global: ds, shard: shard}
+}
+
+// ErrAutoShard reports an auto-shard policy that cannot apply to a dataset.
+var ErrAutoShard = errors.New("distribute: auto-shard policy")
+
+// autoShardWarned makes the AUTO warning appear once per process.
+var autoShardWarned sync.Once
+
+// ExtendedAutoShard applies ds's AutoShardPolicy between this strategy's workers, the one
+// rule for keras' Fit and Evaluate and for ExperimentalDistributeDataset, as TensorFlow
+// applies it to in-memory sources: true when each worker keeps its share of every global
+// batch (DATA; AUTO, which falls back to DATA and warns once, naming op), false with one
+// worker or when every worker takes the whole batch (OFF, HINT without a shard hint). FILE
+// is an error: the dataset reads no files.
+func (b *base) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
+	workers := max(1, b.workers)
+	if workers <= 1 || ds == nil {
+		return false, nil
+	}
+	switch p := ds.Options().AutoShardPolicy; p {
+	case data.AutoShardData:
+		return true, nil
+	case data.AutoShardAuto:
+		autoShardWarned.Do(func() {
+			logf("WARNING", "%s: AUTO sharding policy will apply DATA sharding policy as it failed to apply FILE "+
+				"sharding policy (the dataset reads no files): each of the %d workers keeps its share of every batch. "+
+				"Set data.Options{AutoShardPolicy: data.AutoShardData} with ds.WithOptions to silence this.", op, workers)
+		})
+		return true, nil
+	case data.AutoShardFile:
+		return false, fmt.Errorf("%w: %s: AutoShardPolicy FILE shards by input file, and this dataset reads no files; "+
+			"use data.AutoShardData (each worker keeps its share of every batch) or data.AutoShardOff", ErrAutoShard, op)
+	default: // OFF, HINT
+		return false, nil
+	}
 }
 
 // DistributeDatasetsFromFunction calls fn with this worker's InputContext; each local

@@ -8,6 +8,7 @@ import (
 
 	"godist/distlib/data"
 	"godist/distlib/tensor"
+	"godist/distlib/transport"
 )
 
 // rangeDataset returns (x, y) pairs with x = [i, 100+i] and y = i, for i in [0, n).
@@ -152,5 +153,47 @@ func TestSplitBatchErrors(t *testing.T) {
 	parts, err := SplitBatch(data.Element{mat(3, 2, 1, 2, 3, 4, 5, 6)}, 2)
 	if err != nil || !equalData(parts[0][0].Data(), []float32{1, 2, 3, 4}) || !equalData(parts[1][0].Data(), []float32{5, 6}) {
 		t.Fatalf("SplitBatch of 3 rows in 2 = %v, %v", parts, err)
+	}
+}
+
+// TestAutoShardOneRule: ExperimentalDistributeDataset applies the same AutoShardPolicy rule
+// as keras' Fit (ExtendedAutoShard): FILE is refused, OFF and HINT give every worker the
+// whole batch, DATA and AUTO its share.
+func TestAutoShardOneRule(t *testing.T) {
+	tr := transport.NewMem(2)
+	s := NewMultiWorkerMirroredStrategy(WithTransport(tr[1]))
+	ds := data.FromTensorSlices(tensor.MustNew([]int{8, 1}, []float32{0, 1, 2, 3, 4, 5, 6, 7})).Batch(4, false)
+	for _, tc := range []struct {
+		policy  data.AutoShardPolicy
+		rows    int // rows of worker 1's first element
+		wantErr bool
+	}{
+		{data.AutoShardAuto, 2, false},
+		{data.AutoShardData, 2, false},
+		{data.AutoShardOff, 4, false},
+		{data.AutoShardHint, 4, false},
+		{data.AutoShardFile, 0, true},
+	} {
+		d := ds.WithOptions(data.Options{AutoShardPolicy: tc.policy})
+		shard, err := s.ExtendedAutoShard("test", d)
+		if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrAutoShard)) {
+			t.Fatalf("ExtendedAutoShard(%v) = %v, %v; want an ErrAutoShard error: %v", tc.policy, shard, err, tc.wantErr)
+		}
+		func() {
+			defer func() {
+				if r := recover(); (r != nil) != tc.wantErr {
+					t.Errorf("ExperimentalDistributeDataset(%v) panic = %v, want panic %v", tc.policy, r, tc.wantErr)
+				}
+			}()
+			it := s.ExperimentalDistributeDataset(d).Iterator()
+			defer it.Close()
+			v, ok := it.Next()
+			if !ok {
+				t.Fatalf("ExperimentalDistributeDataset(%v) yielded nothing", tc.policy)
+			}
+			if got := v.Get(0)[0].Shape()[0]; got != tc.rows {
+				t.Errorf("ExperimentalDistributeDataset(%v): worker 1 got %d rows of a global batch of 4, want %d", tc.policy, got, tc.rows)
+			}
+		}()
 	}
 }

@@ -3,9 +3,7 @@ package keras
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"sync"
 	"time"
 
 	"godist/distlib/data"
@@ -77,27 +75,20 @@ type bucketStrategy interface {
 	ExtendedTimeout() time.Duration
 }
 
-var autoShardWarned sync.Once
-
-// shardModeOf returns how the workers of m's strategy split ds, by its AutoShardPolicy.
+// shardModeOf returns how the workers of m's strategy split ds: the strategy applies its
+// AutoShardPolicy (the rule ExperimentalDistributeDataset applies too).
 func (m *Model) shardModeOf(op string, ds *data.Dataset) shardMode {
-	_, workers := m.strategy.ExtendedWorker()
-	if workers <= 1 {
+	if _, workers := m.strategy.ExtendedWorker(); workers <= 1 {
 		return shardNone
 	}
-	switch p := ds.Options().AutoShardPolicy; p {
-	case data.AutoShardData:
+	shard, err := m.strategy.ExtendedAutoShard(op, ds)
+	switch {
+	case err != nil:
+		panic(fmt.Errorf("%w: %v", ErrInvalidArgument, err))
+	case shard:
 		return shardData
-	case data.AutoShardAuto:
-		autoShardWarned.Do(func() {
-			fmt.Fprintf(os.Stderr, "WARNING: %s: AUTO sharding uses DATA (the dataset reads no files): each of the %d workers keeps its share of every batch. Set data.Options{AutoShardPolicy: data.AutoShardData} to silence this.\n", op, workers)
-		})
-		return shardData
-	case data.AutoShardFile:
-		panic(fmt.Errorf("%w: %s: AutoShardPolicy FILE shards by input file, and this dataset reads no files; use data.AutoShardData or data.AutoShardOff", ErrInvalidArgument, op))
-	default: // OFF, HINT
-		return shardWhole
 	}
+	return shardWhole
 }
 
 // workerShare returns the part of a global batch (x, y) this worker trains on and the size
