@@ -318,12 +318,11 @@ func (m *Model) currentCopy(dev string) int {
 // model.trainable_variables. Under a mirroring strategy, inside strategy.Run it returns the
 // running replica's copy, elsewhere the first copy. The model must be built.
 //
-// A custom loop under a mirroring strategy all-reduces the gradients before applying them,
-// so that every copy gets the same update (TensorFlow's apply_gradients does this itself):
+// In a custom loop, optimizer.ApplyGradients inside strategy.Run sums the replicas'
+// gradients and gives every copy the same update, as TensorFlow's apply_gradients does:
 //
-//	grads := tape.Gradient(loss, vars)
-//	grads = ctx.AllReduceList(distribute.ReduceSum, grads)
-//	optimizer.ApplyGradients(grads, vars)
+//	grads := tape.Gradient(loss, model.TrainableVariables())
+//	optimizer.ApplyGradients(grads, model.TrainableVariables())
 func (m *Model) TrainableVariables() []*tensor.Variable {
 	return m.variables(m.scopeCopy(), true)
 }
