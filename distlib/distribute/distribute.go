@@ -27,13 +27,16 @@
 package distribute
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"os"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"godist/distlib/data"
 	"godist/distlib/tensor"
@@ -183,31 +186,27 @@ func (e *ReplicaError) Error() string {
 // Unwrap returns the replica's own error; errors.Is(err, ErrReplicaFailed) is also true.
 func (e *ReplicaError) Unwrap() []error { return []error{ErrReplicaFailed, e.Err} }
 
-// Scopes are process-wide, like a notebook's: GetStrategy in any goroutine returns the
-// strategy of the innermost open scope, so a scope holds in the goroutines started inside
-// it (and in the replicas of Run) without goroutine identity, which Go does not give.
-// TensorFlow's stack is per thread; the difference shows only when two goroutines enter
-// the scopes of two different strategies at once: the second panics with
-// ErrMixedStrategies, as entering one strategy's scope inside another's does.
+// Scopes are per goroutine, like TensorFlow's per-thread strategy stack: a cell's Scope does
+// not leak into another goroutine, and replica goroutines see their strategy (Run and
+// ExtendedRunReplicas enter it in every replica goroutine). A goroutine started inside a
+// scope does not inherit it.
 var (
-	scopeMu    sync.Mutex
-	scopeStack []scopeEntry // innermost last
+	scopeMu     sync.Mutex
+	scopeStacks = map[uint64][]Strategy{}
+	scopeActive atomic.Int64 // open scopes in all goroutines; 0 makes GetStrategy cheap
 )
 
-// scopeEntry is an open scope: its strategy and how many entries (nested Scope calls of
-// the same strategy, replica goroutines of Run) hold it open.
-type scopeEntry struct {
-	s Strategy
-	n int
-}
-
-// GetStrategy returns the strategy of the innermost open Scope (Run enters its strategy's
-// scope for the replicas too), or the default strategy outside any scope.
+// GetStrategy returns the strategy of the calling goroutine's innermost Scope (Run enters
+// its strategy's scope in the replicas too), or the default strategy outside any scope.
 func GetStrategy() Strategy {
+	if scopeActive.Load() == 0 {
+		return defaultStrategy
+	}
+	id := goid()
 	scopeMu.Lock()
 	defer scopeMu.Unlock()
-	if n := len(scopeStack); n > 0 {
-		return scopeStack[n-1].s
+	if st := scopeStacks[id]; len(st) > 0 {
+		return st[len(st)-1]
 	}
 	return defaultStrategy
 }
@@ -217,44 +216,59 @@ func HasStrategy() bool {
 	return GetStrategy() != Strategy(defaultStrategy)
 }
 
-// enterScope opens a scope of s, enforcing TensorFlow's rule: inside a non-default
-// strategy's scope only that same strategy's scope (or the default's, which changes
-// nothing) may be entered. With check false (the replicas of a Run, which always run in
-// their strategy's scope) the rule is not applied.
+// enterScope pushes s on the calling goroutine's stack, enforcing TensorFlow's rule: inside
+// a non-default strategy's scope only that same strategy's scope (or the default's, which
+// changes nothing) may be entered. With check false the rule is not applied (replica
+// goroutines always run in their strategy's scope).
 func enterScope(s Strategy, check bool) (exit func()) {
+	id := goid()
 	scopeMu.Lock()
 	defer scopeMu.Unlock()
-	if n := len(scopeStack); n > 0 {
-		cur := scopeStack[n-1].s
-		switch {
-		case cur == s:
-			scopeStack[n-1].n++
-			return func() { leaveScope(s) }
-		case s == Strategy(defaultStrategy) && cur != Strategy(defaultStrategy):
-			// Entering the default strategy's scope inside another one keeps the other.
-			return func() {}
-		case check && cur != Strategy(defaultStrategy):
+	st := scopeStacks[id]
+	if n := len(st); n > 0 && check {
+		cur := st[n-1]
+		if cur != s && cur != Strategy(defaultStrategy) {
+			if s == Strategy(defaultStrategy) {
+				// Entering the default strategy's scope inside another one keeps the other.
+				return func() {}
+			}
 			panic(fmt.Errorf("%w: %s is not %s (leave the current strategy's Scope before entering another one)",
 				ErrMixedStrategies, describe(s), describe(cur)))
 		}
 	}
-	scopeStack = append(scopeStack, scopeEntry{s: s, n: 1})
-	return func() { leaveScope(s) }
+	scopeStacks[id] = append(st, s)
+	scopeActive.Add(1)
+	depth := len(st) + 1
+	return func() {
+		scopeMu.Lock()
+		defer scopeMu.Unlock()
+		st := scopeStacks[id]
+		if len(st) >= depth {
+			st = st[:depth-1]
+			scopeActive.Add(-1)
+		}
+		if len(st) == 0 {
+			delete(scopeStacks, id)
+		} else {
+			scopeStacks[id] = st
+		}
+	}
 }
 
-// leaveScope closes one entry of s's innermost open scope.
-func leaveScope(s Strategy) {
-	scopeMu.Lock()
-	defer scopeMu.Unlock()
-	for i := len(scopeStack) - 1; i >= 0; i-- {
-		if scopeStack[i].s != s {
-			continue
+// goid returns the calling goroutine's id, parsed from runtime.Stack's header
+// "goroutine 123 [running]:".
+func goid() uint64 {
+	var buf [64]byte
+	b := buf[:runtime.Stack(buf[:], false)]
+	b = bytes.TrimPrefix(b, []byte("goroutine "))
+	var id uint64
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			break
 		}
-		if scopeStack[i].n--; scopeStack[i].n == 0 {
-			scopeStack = append(scopeStack[:i], scopeStack[i+1:]...)
-		}
-		return
+		id = id*10 + uint64(c-'0')
 	}
+	return id
 }
 
 func describe(s Strategy) string {
