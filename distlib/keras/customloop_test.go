@@ -3,11 +3,13 @@ package keras
 import (
 	"math"
 	"testing"
+	"time"
 
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
+	"godist/distlib/transport"
 	"godist/internal/leakcheck"
 )
 
@@ -94,6 +96,66 @@ func TestCustomLoopApplyGradientsAggregates(t *testing.T) {
 								tc.name, s.Name(), s.NumReplicasInSync(), r, v.Name(), j, b[j], a[j])
 						}
 					}
+				}
+			}
+		}
+	}
+}
+
+// TestCustomLoopApplyGradientsAcrossWorkers: the same loop on two workers (one replica
+// each, in-memory transport) ends with the single-device weights on both: ApplyGradients
+// sums across workers too.
+func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	n := 48
+	x := tensor.RandomNormal([]int{n, 1}, 0, 1, 9)
+	y := make([]float32, n)
+	for i, v := range x.Data() {
+		if v < -0.2 {
+			y[i] = 1
+		}
+	}
+	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n, 1}, y)).Batch(8, false).
+		WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
+	want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), ds, 8, 2).GetWeights()
+	mems := transport.NewMem(2)
+	defer func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	}()
+	got := make([][]*tensor.Tensor, 2)
+	done := make(chan struct{})
+	for w := 0; w < 2; w++ {
+		go func(w int) {
+			defer func() { done <- struct{}{} }()
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("worker %d panicked: %v", w, p)
+				}
+			}()
+			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
+				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(20*time.Second))
+			got[w] = italianGuideLoop(t, s, ds, 8, 2).GetWeights()
+		}(w)
+	}
+	for w := 0; w < 2; w++ {
+		select {
+		case <-done:
+		case <-time.After(60 * time.Second):
+			t.Fatal("the two workers did not finish in 60s")
+		}
+	}
+	for w, ws := range got {
+		if ws == nil {
+			continue
+		}
+		for i := range want {
+			a, b := want[i].Data(), ws[i].Data()
+			for j := range a {
+				if math.Abs(float64(a[j]-b[j])) > 1e-5 {
+					t.Fatalf("worker %d: weight %d[%d] = %v, the single-device loop gives %v", w, i, j, b[j], a[j])
 				}
 			}
 		}
