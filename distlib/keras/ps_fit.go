@@ -54,8 +54,6 @@ type psModel struct {
 	opt   *distribute.PSOptimizer
 }
 
-var psModels sync.Map // *Model -> *psModel
-
 // psOptimizer maps the model's optimizer to a rule the parameter servers apply.
 func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 	if o.schedule != nil {
@@ -72,9 +70,12 @@ func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 
 // psSetup places the model's variables on the parameter servers (once per model).
 func (m *Model) psSetup(s *distribute.ParameterServerStrategy) (*psModel, error) {
-	if v, ok := psModels.Load(m); ok && v.(*psModel).s == s {
-		return v.(*psModel), nil
+	m.mu.Lock()
+	if st := m.ps; st != nil && st.s == s {
+		m.mu.Unlock()
+		return st, nil
 	}
+	m.mu.Unlock()
 	opt, err := psOptimizer(m.optimizer)
 	if err != nil {
 		return nil, err
@@ -89,7 +90,9 @@ func (m *Model) psSetup(s *distribute.ParameterServerStrategy) (*psModel, error)
 			st.train = append(st.train, sv)
 		}
 	}
-	psModels.Store(m, st)
+	m.mu.Lock()
+	m.ps = st
+	m.mu.Unlock()
 	return st, nil
 }
 

@@ -13,10 +13,6 @@ import (
 // parameter-server training step ("keras.fit/" and the model's name).
 func (m *Model) PSTrainFunction() string { return "keras.fit/" + m.name }
 
-// psRemoteCaches holds, per model, the values a worker task's last pipelined step read
-// (*psWorkerCache), for the next scheduled function of the same Fit.
-var psRemoteCaches sync.Map
-
 // psBuildMu serializes building a model inside a worker task (its first batch).
 var psBuildMu sync.Mutex
 
@@ -70,8 +66,7 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 		}
 	}
 	if mode.pipeline {
-		c, _ := psRemoteCaches.LoadOrStore(m, &psWorkerCache{})
-		mode.cache = c.(*psWorkerCache)
+		mode.cache = &m.psCache
 	}
 	return m.psTrain(w, svars, strain, opt, vars, mode, batches, seeds, m.compiledMetrics())
 }
