@@ -17,7 +17,7 @@ func TestTrainingInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("training interrupt tests: %v\n%s", err, out)
 	}
-	if n := len(kernelTestLine.FindAllString(out, -1)); n < 2 {
-		t.Errorf("training interrupt tests ran %d tests, want 2\n%s", n, out)
+	if n := len(kernelTestLine.FindAllString(out, -1)); n < 3 {
+		t.Errorf("training interrupt tests ran %d tests, want 3\n%s", n, out)
 	}
 }

@@ -40,7 +40,7 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class TrainingInterruptTests(unittest.TestCase):
+class KernelCase(unittest.TestCase):
     def setUp(self):
         self.km, self.kc = start_new_kernel(kernel_name="godist", startup_timeout=60)
         self.pid = self.km.provisioner.process.pid
@@ -108,6 +108,8 @@ class TrainingInterruptTests(unittest.TestCase):
         after = self.goroutines()
         self.assertLessEqual(after, before + 2, "goroutines: %d before the cell, %d after its interrupt" % (before, after))
 
+
+class TrainingInterruptTests(KernelCase):
     def test_fit_interrupted(self):
         before = int(self.execute(SETUP).split("goroutines")[-1].split()[0])
         pub = self.interrupt_after("history := model.Fit(ds, keras.Epochs(1000))", 2.0)
@@ -136,6 +138,76 @@ for inputs, ok := it.Next(); ok; inputs, ok = it.Next() {
         self.check_quiet(before)
         out = self.execute('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
         self.assertIn("loss ", out)
+
+
+DISTRIBUTED = '''%%distributed --workers 2
+import (
+    "fmt"
+    "godist/distlib/data"
+    "godist/distlib/distribute"
+    "godist/distlib/keras"
+    "godist/distlib/keras/layers"
+    "godist/distlib/tensor"
+)
+strategy := distribute.NewMultiWorkerMirroredStrategy()
+x := tensor.RandomNormal([]int{2048, 32}, 0, 1, 1)
+y := tensor.ReduceSum(x, 1)
+ds := data.FromTensorSlices(x, y).Batch(64, false).WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
+var model *keras.Model
+strategy.Scope(func() {
+    model = keras.Sequential(layers.Dense(64, layers.ReLU, layers.InputShape(32)), layers.Dense(1))
+    model.Compile(keras.Adam(1e-3), keras.MeanSquaredError())
+})
+fmt.Println("training")
+model.Fit(ds, keras.Epochs(100000), keras.Verbose(2))
+'''
+
+
+def worker_pids(parent):
+    """The godist worker-cell processes whose parent is the kernel."""
+    pids = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open("/proc/%s/stat" % d) as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open("/proc/%s/cmdline" % d, "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if ppid == parent and b"worker-cell" in cmd:
+            pids.append(int(d))
+    return pids
+
+
+class DistributedInterruptTests(KernelCase):
+    def test_distributed_fit_interrupted(self):
+        msg_id = self.kc.execute(DISTRIBUTED)
+        deadline, seen = time.time() + 90, ""
+        while "Epoch 2/" not in seen:
+            self.assertLess(time.time(), deadline, "the workers did not train:\n" + seen)
+            m = self.kc.get_iopub_msg(timeout=90)
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "stream":
+                seen += m["content"]["text"]
+        self.assertEqual(len(worker_pids(self.pid)), 2, "want 2 worker processes while training")
+        started = time.time()
+        self.km.interrupt_kernel()
+        reply = self.reply_to(msg_id, timeout=10)
+        elapsed = time.time() - started
+        self.iopub_until_idle(msg_id)
+        self.assertEqual(reply["content"]["status"], "error", reply["content"])
+        self.assertLess(elapsed, 2.0, "the interrupted %%%%distributed cell took %.2fs to reply" % elapsed)
+        deadline = time.time() + 5
+        while worker_pids(self.pid) and time.time() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(worker_pids(self.pid), [], "worker processes left after the interrupt")
+        time.sleep(1)
+        c0 = cpu_seconds(self.pid)
+        time.sleep(1)
+        self.assertLess(cpu_seconds(self.pid) - c0, 0.15, "the kernel is busy after the interrupt")
+        reply, _ = self.reply_to(self.kc.execute("1 + 1")), None
+        self.assertEqual(reply["content"]["status"], "ok")
 
 
 def text_of(pub):
