@@ -69,7 +69,7 @@ func checkQuickstart(t *testing.T, nb *notebook) {
 	skipWithoutMNIST(t, nb)
 	wantNoErrors(t, nb)
 	wantOutput(t, nb, findCell(t, nb, "SetLogicalDeviceConfiguration"), `device:CPU:0\n.*device:CPU:1\n$`)
-	wantOutput(t, nb, findCell(t, nb, "NewMirroredStrategy()"), `Number of devices: 2\nglobal batch: 128\n`)
+	wantStdout(t, nb, findCell(t, nb, "NewMirroredStrategy()"), `^Number of devices: 2\nglobal batch: 128\n$`)
 	data := findCell(t, nb, "datasets.MNIST()")
 	wantOutput(t, nb, data, `train: 8000 test: 2000\n`)
 	wantOutput(t, nb, data, `pixel range of the first image: 255 -> 1 label: 7\n`)

@@ -95,6 +95,19 @@ type output struct {
 	Traceback []string
 }
 
+// Stream returns what the cell wrote to one stream ("stdout" or "stderr"). The kernel
+// forwards the two streams through separate pipes, so their relative order within a cell
+// is not kept: a check of printed lines next to a library's log lines reads one stream.
+func (c cell) Stream(name string) string {
+	var b strings.Builder
+	for _, o := range c.Outputs {
+		if o.Type == "stream" && o.Name == name {
+			b.WriteString(o.Text)
+		}
+	}
+	return b.String()
+}
+
 // text returns what a reader sees of an output as plain text.
 func (o output) text() string {
 	switch o.Type {
@@ -203,6 +216,15 @@ func wantOutput(t *testing.T, nb *notebook, i int, re string) {
 	c := cellAt(t, nb, i)
 	if !regexp.MustCompile(re).MatchString(c.Text()) {
 		t.Errorf("%s cell %d: output %q does not match %q\nsource:\n%s", filepath.Base(nb.Path), i, c.Text(), re, c.Source)
+	}
+}
+
+// wantStdout checks that what cell i wrote to standard output matches re.
+func wantStdout(t *testing.T, nb *notebook, i int, re string) {
+	t.Helper()
+	c := cellAt(t, nb, i)
+	if !regexp.MustCompile(re).MatchString(c.Stream("stdout")) {
+		t.Errorf("%s cell %d: stdout %q does not match %q\nsource:\n%s", filepath.Base(nb.Path), i, c.Stream("stdout"), re, c.Source)
 	}
 }
 

@@ -20,3 +20,27 @@ func (s *ParameterServerStrategy) ExtendedApplyGradients(replicaDevice string, g
 		"or in a ClusterCoordinator step push the gradients with w.ApplyGradients(psOptimizer, grads, vars) "+
 		"for ShardedVariables made by strategy.NewVariable", ErrPSLocalUpdate)
 }
+
+// Coordinated is implemented by strategies whose training steps are functions that a
+// ClusterCoordinator schedules on worker tasks, against variables that live on parameter
+// servers (ParameterServerStrategy). Library code (keras' Fit) trains through it instead
+// of running the steps on local replicas in sync.
+type Coordinated interface {
+	Strategy
+	// NumWorkers returns the number of worker tasks steps are scheduled on.
+	NumWorkers() int
+	// RemoteWorkers reports whether the steps run in the worker tasks' processes (as
+	// registered functions) rather than as closures of this process.
+	RemoteWorkers() bool
+	// NewVariable creates a variable on the parameter servers.
+	NewVariable(name string, init *tensor.Tensor, trainable bool) *ShardedVariable
+	// NewCoordinator returns a ClusterCoordinator that schedules steps on the workers.
+	NewCoordinator() *ClusterCoordinator
+}
+
+var _ Coordinated = (*ParameterServerStrategy)(nil)
+
+// NewCoordinator returns NewClusterCoordinator(s).
+func (s *ParameterServerStrategy) NewCoordinator() *ClusterCoordinator {
+	return NewClusterCoordinator(s)
+}

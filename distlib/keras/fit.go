@@ -3,6 +3,7 @@ package keras
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"godist/distlib/cell"
@@ -250,9 +251,6 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		return stats{}, err
 	}
 	m.ensureBuilt(x)
-	if m.engine != nil {
-		return m.meshTrainStep(x, y, metrics)
-	}
 	x, y, globalBatch, err := m.workerShare(m.mw.train, x, y)
 	if err != nil {
 		return stats{}, err
@@ -390,14 +388,19 @@ func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option
 		ctx = context.Background()
 	}
 	m.requireCompiled("Fit")
-	if ps, ok := m.strategy.(*distribute.ParameterServerStrategy); ok {
-		return m.psFit(ctx, ps, ds, opts) // ps_fit.go
-	}
-	cfg := parseRun("Fit", opts, "epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose")
-	f := m.newFitLoop(ctx, cfg, ds)
-	cbs, prog := f.cbs, f.prog
-	metrics := m.compiledMetrics()
+	eng := m.trainerFor()
+	allowed := append([]string{"epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose"}, eng.options()...)
+	cfg := parseRun("Fit", opts, allowed...)
 	m.mw.train = m.shardModeOf("Fit", ds)
+	if err := eng.begin(ctx, cfg, ds); err != nil {
+		panic(err)
+	}
+	defer eng.end()
+	f := m.newFitLoop(ctx, cfg, ds)
+	if slices.Contains(eng.options(), "steps_per_execution") {
+		f.hist.Params["steps_per_execution"] = eng.batchesPerStep()
+	}
+	cbs, prog := f.cbs, f.prog
 
 	var it *data.Iterator
 	defer func() {
@@ -420,32 +423,46 @@ func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option
 		}
 		var total stats
 		steps := 0
-		for cfg.steps == 0 || steps < cfg.steps {
+		for ended := false; !ended && (cfg.steps == 0 || steps < cfg.steps); {
 			if f.interrupted(epoch, steps) {
 				return f.trainEnd()
 			}
-			el, ok := nextBatch(ds, &it, cfg.steps)
-			if !ok {
+			var batches []data.Element
+			for len(batches) < eng.batchesPerStep() && (cfg.steps == 0 || steps+len(batches) < cfg.steps) {
+				el, ok := nextBatch(ds, &it, cfg.steps)
+				if !ok {
+					ended = true
+					break
+				}
+				batches = append(batches, el)
+			}
+			if len(batches) == 0 {
 				break
 			}
 			for _, cb := range cbs {
 				cb.TrainBatchBegin(steps, Logs{})
 			}
-			st, err := m.trainStep(ctx, el, metrics)
+			st, done, err := eng.step(ctx, batches)
 			if err != nil {
 				if f.interrupted(epoch, steps) {
 					return f.trainEnd()
 				}
 				panic(fmt.Errorf("keras: Fit epoch %d step %d: %w", epoch+1, steps+1, err))
 			}
-			total.add(st)
-			steps++
-			logs := m.logsOf(total, "")
+			steps += len(batches)
+			logs := Logs{} // a scheduled step: what finished so far, if anything
+			switch {
+			case done:
+				total.add(st)
+				logs = m.logsOf(total, "")
+				if prog != nil {
+					prog.step(steps, logs)
+				}
+			case st.n > 0:
+				logs = m.logsOf(st, "")
+			}
 			for _, cb := range cbs {
 				cb.TrainBatchEnd(steps-1, logs)
-			}
-			if prog != nil {
-				prog.step(steps, logs)
 			}
 			if m.StopTraining {
 				break
@@ -454,6 +471,14 @@ func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option
 		if steps == 0 {
 			panic(fmt.Errorf("%w: Fit: the dataset produced no batches in epoch %d", ErrInvalidArgument, epoch+1))
 		}
+		rest, err := eng.epochEnd(ctx, steps, prog)
+		if err != nil {
+			if f.interrupted(epoch, steps) {
+				return f.trainEnd()
+			}
+			panic(fmt.Errorf("keras: Fit epoch %d: %w", epoch+1, err))
+		}
+		total.add(rest)
 		f.epochEnd(epoch, steps, total)
 	}
 	return f.trainEnd()

@@ -48,7 +48,7 @@ func StepsPerExecution(n int) Option {
 
 // psModel is a model's state on a ParameterServerStrategy.
 type psModel struct {
-	s     *distribute.ParameterServerStrategy
+	s     distribute.Coordinated
 	svars []*distribute.ShardedVariable // one per model parameter, in order
 	train []*distribute.ShardedVariable // the trainable ones
 	opt   *distribute.PSOptimizer
@@ -69,7 +69,7 @@ func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 }
 
 // psSetup places the model's variables on the parameter servers (once per model).
-func (m *Model) psSetup(s *distribute.ParameterServerStrategy) (*psModel, error) {
+func (m *Model) psSetup(s distribute.Coordinated) (*psModel, error) {
 	m.mu.Lock()
 	if st := m.ps; st != nil && st.s == s {
 		m.mu.Unlock()
@@ -283,139 +283,115 @@ var psFitIDs atomic.Uint64
 
 func init() { psFitIDs.Store(rand.Uint64() >> 1) }
 
-// psFit is Fit under a ParameterServerStrategy.
-func (m *Model) psFit(ctx context.Context, s *distribute.ParameterServerStrategy, ds *data.Dataset, opts []Option) *History {
-	cfg := parseRun("Fit", opts, "epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps",
-		"callbacks", "verbose", "steps_per_execution", "ps_pipeline")
-	spe := max(1, cfg.stepsPerExecution)
+// psTrainer is Fit's engine under a Coordinated strategy (ParameterServerStrategy): every
+// step is a function a ClusterCoordinator schedules on a worker, StepsPerExecution batches
+// each; the workers read the variables from the ps and push their gradients there.
+type psTrainer struct {
+	m       *Model
+	s       distribute.Coordinated
+	spe     int
+	mode    psTrainMode
+	st      *psModel
+	locals  [][]*tensor.Variable // one set of local variables per worker: the values it read
+	caches  []*psWorkerCache
+	coord   *distribute.ClusterCoordinator
+	metrics []*Metric
+	rvs     []*distribute.RemoteValue // the epoch's scheduled functions
+	sofar   psDoneStats
+}
+
+func (e *psTrainer) options() []string { return []string{"steps_per_execution", "ps_pipeline"} }
+
+func (e *psTrainer) begin(ctx context.Context, cfg *runConfig, ds *data.Dataset) error {
+	m, s := e.m, e.s
+	e.spe = max(1, cfg.stepsPerExecution)
 	on, given := cfg.set["ps_pipeline"]
-	mode := psTrainMode{pipeline: on && given}
-	if mode.pipeline {
-		mode.fit = psFitIDs.Add(1)
+	e.mode = psTrainMode{pipeline: on && given}
+	if e.mode.pipeline {
+		e.mode.fit = psFitIDs.Add(1)
 	}
+	// The first batch builds the model before its variables go to the ps.
 	it := ds.Iterator()
-	defer func() { it.Close() }()
 	first, ok := it.Next()
+	it.Close()
 	if !ok {
-		panic(fmt.Errorf("%w: Fit: the dataset produced no batches", ErrInvalidArgument))
+		return fmt.Errorf("%w: Fit: the dataset produced no batches", ErrInvalidArgument)
 	}
 	x, y := splitXY("Fit", first, true)
 	if err := checkBatch("Fit", x, y); err != nil {
-		panic(fmt.Errorf("keras: Fit: %w", err))
+		return fmt.Errorf("keras: Fit: %w", err)
 	}
 	m.ensureBuilt(x)
-	it.Close()
-	it = ds.Iterator()
 	st, err := m.psSetup(s)
 	if err != nil {
-		panic(fmt.Errorf("keras: Fit: %w", err))
+		return fmt.Errorf("keras: Fit: %w", err)
 	}
-	// One set of local variables per worker: the values it read, watched by its tape.
-	locals := make([][]*tensor.Variable, s.NumWorkers())
-	for w := range locals {
+	e.st = st
+	e.locals = make([][]*tensor.Variable, s.NumWorkers())
+	for w := range e.locals {
 		for i, v := range m.variables(0, false) {
-			locals[w] = append(locals[w], tensor.NewVariable(fmt.Sprintf("worker%d/%s", w, m.params[i].name), v.Value(), m.params[i].trainable))
+			e.locals[w] = append(e.locals[w], tensor.NewVariable(fmt.Sprintf("worker%d/%s", w, m.params[i].name), v.Value(), m.params[i].trainable))
 		}
 	}
-	caches := make([]*psWorkerCache, s.NumWorkers())
-	for w := range caches {
-		caches[w] = &psWorkerCache{}
+	e.caches = make([]*psWorkerCache, s.NumWorkers())
+	for w := range e.caches {
+		e.caches[w] = &psWorkerCache{}
 	}
-	coord := distribute.NewClusterCoordinator(s)
-	defer coord.Close()
+	e.coord = s.NewCoordinator()
+	e.metrics = m.compiledMetrics()
+	return nil
+}
 
-	f := m.newFitLoop(ctx, cfg, ds)
-	f.hist.Params["steps_per_execution"] = spe
-	prog := f.prog
-	metrics := m.compiledMetrics()
-	f.trainBegin()
-	for epoch := cfg.initialEpoch; epoch < cfg.epochs && !m.StopTraining; epoch++ {
-		f.epochBegin(epoch)
-		if cfg.steps == 0 {
-			it.Close()
-			it = ds.Iterator()
-		}
-		var rvs []*distribute.RemoteValue
-		var sofar psDoneStats
-		steps := 0
-		ended := false
-		for !ended && (cfg.steps == 0 || steps < cfg.steps) {
-			if f.interrupted(epoch, steps) {
-				return f.trainEnd() // the deferred Close cancels what is queued
-			}
-			var batches []data.Element
-			var seeds []uint64
-			for len(batches) < spe && (cfg.steps == 0 || steps < cfg.steps) {
-				el, ok := nextBatch(ds, &it, cfg.steps)
-				if !ok {
-					ended = true
-					break
-				}
-				bx, by := splitXY("Fit", el, true)
-				if err := checkBatch("Fit", bx, by); err != nil {
-					panic(fmt.Errorf("keras: Fit epoch %d step %d: %w", epoch+1, steps+1, err))
-				}
-				m.mu.Lock()
-				m.step++
-				seeds = append(seeds, mix(m.seed, uint64(m.step)))
-				m.mu.Unlock()
-				batches = append(batches, data.Element{bx, by})
-				steps++
-			}
-			if len(batches) == 0 {
-				break
-			}
-			for _, cb := range f.cbs {
-				cb.TrainBatchBegin(steps-len(batches), Logs{})
-			}
-			if s.RemoteWorkers() {
-				rvs = append(rvs, coord.ScheduleFunction(m.PSTrainFunction(), psArgs(mode, batches, seeds)...))
-			} else {
-				rvs = append(rvs, coord.Schedule(m.psStep(st, locals, caches, mode, batches, seeds, metrics)))
-			}
-			// Bound the scheduled functions in flight (memory, and a failure stops the epoch).
-			if window := 4 * s.NumWorkers(); len(rvs) > window {
-				if _, err := rvs[len(rvs)-1-window].Fetch(); err != nil {
-					break
-				}
-			}
-			logs := Logs{} // nothing finished yet
-			if done := sofar.fold(rvs); done.n > 0 {
-				logs = m.logsOf(done, "")
-			}
-			for _, cb := range f.cbs {
-				cb.TrainBatchEnd(steps-1, logs)
-			}
-			if m.StopTraining {
-				break
-			}
-		}
-		if steps == 0 {
-			panic(fmt.Errorf("%w: Fit: the dataset produced no batches in epoch %d", ErrInvalidArgument, epoch+1))
-		}
-		if err := coord.Join(); err != nil {
-			if f.interrupted(epoch, steps) {
-				return f.trainEnd()
-			}
-			panic(fmt.Errorf("keras: Fit epoch %d under ParameterServerStrategy: %w", epoch+1, err))
-		}
-		var total stats
-		done := 0
-		for _, rv := range rvs {
-			v, err := rv.Fetch()
-			if err != nil {
-				panic(fmt.Errorf("keras: Fit epoch %d: %w", epoch+1, err))
-			}
-			total.add(statsFrom(v.Data()))
-			done += spe
-			if prog != nil {
-				prog.step(min(done, steps), m.logsOf(total, ""))
-			}
-		}
-		m.psPull(st) // the model's variables get the ps values before validation
-		f.epochEnd(epoch, steps, total)
+func (e *psTrainer) batchesPerStep() int { return e.spe }
+
+func (e *psTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
+	m := e.m
+	seeds := make([]uint64, len(batches))
+	for k := range batches {
+		m.mu.Lock()
+		m.step++
+		seeds[k] = mix(m.seed, uint64(m.step))
+		m.mu.Unlock()
 	}
-	return f.trainEnd()
+	if e.s.RemoteWorkers() {
+		e.rvs = append(e.rvs, e.coord.ScheduleFunction(m.PSTrainFunction(), psArgs(e.mode, batches, seeds)...))
+	} else {
+		e.rvs = append(e.rvs, e.coord.Schedule(m.psStep(e.st, e.locals, e.caches, e.mode, batches, seeds, e.metrics)))
+	}
+	// Bound the scheduled functions in flight (memory; a failure shows at epochEnd).
+	if window := 4 * e.s.NumWorkers(); len(e.rvs) > window {
+		e.rvs[len(e.rvs)-1-window].FetchContext(ctx)
+	}
+	return e.sofar.fold(e.rvs), false, nil
+}
+
+func (e *psTrainer) epochEnd(ctx context.Context, steps int, prog *progress) (stats, error) {
+	rvs := e.rvs
+	e.rvs, e.sofar = nil, psDoneStats{}
+	if err := e.coord.Join(); err != nil {
+		return stats{}, fmt.Errorf("under ParameterServerStrategy: %w", err)
+	}
+	var total stats
+	done := 0
+	for _, rv := range rvs {
+		v, err := rv.FetchContext(ctx)
+		if err != nil {
+			return stats{}, err
+		}
+		total.add(statsFrom(v.Data()))
+		done += e.spe
+		if prog != nil {
+			prog.step(min(done, steps), e.m.logsOf(total, ""))
+		}
+	}
+	e.m.psPull(e.st) // the model's variables get the ps values before validation
+	return total, nil
+}
+
+func (e *psTrainer) end() {
+	if e.coord != nil {
+		e.coord.Close()
+	}
 }
 
 // psDoneStats sums the statistics of an epoch's scheduled functions as they finish, for

@@ -1,0 +1,86 @@
+package keras
+
+import (
+	"context"
+
+	"godist/distlib/data"
+	"godist/distlib/distribute"
+)
+
+// trainer runs Fit's training steps on the model's strategy; FitContext is the one loop
+// around it (epochs, callbacks, progress, interrupts). The strategy decides which:
+// replicas in sync (syncTrainer; its bucketed multi-worker path and a device mesh are ways
+// of running one step), or functions a ClusterCoordinator schedules on remote workers
+// against variables on parameter servers (psTrainer, for strategies that are
+// distribute.Coordinated), or a device mesh's SPMD step (meshTrainer, for a model built under
+// a keras distribution).
+type trainer interface {
+	// options returns the Fit options the trainer takes besides the common ones.
+	options() []string
+	// begin prepares a Fit of cfg over ds (the model is compiled).
+	begin(ctx context.Context, cfg *runConfig, ds *data.Dataset) error
+	// batchesPerStep is the number of batches one step trains on.
+	batchesPerStep() int
+	// step trains on batches and returns their statistics (done true), or schedules them
+	// and returns the statistics of the scheduled steps finished so far in the epoch
+	// (done false: the rest comes from epochEnd).
+	step(ctx context.Context, batches []data.Element) (st stats, done bool, err error)
+	// epochEnd waits for the epoch's scheduled steps (steps batches in all), reporting
+	// their progress, and returns the statistics step has not returned with done true.
+	epochEnd(ctx context.Context, steps int, prog *progress) (stats, error)
+	// end releases what begin took.
+	end()
+}
+
+// trainerFor returns the trainer of m on its strategy: the strategy decides, through the
+// seam's interfaces, never by its concrete type.
+func (m *Model) trainerFor() trainer {
+	if c, ok := m.strategy.(distribute.Coordinated); ok {
+		return &psTrainer{m: m, s: c}
+	}
+	if m.engine != nil {
+		return &meshTrainer{syncTrainer{m: m}}
+	}
+	return &syncTrainer{m: m}
+}
+
+// syncTrainer runs every step at once on the strategy's replicas (and workers), in sync.
+type syncTrainer struct {
+	m       *Model
+	metrics []*Metric
+}
+
+func (e *syncTrainer) options() []string { return nil }
+
+func (e *syncTrainer) begin(context.Context, *runConfig, *data.Dataset) error {
+	e.metrics = e.m.compiledMetrics()
+	return nil
+}
+
+func (e *syncTrainer) batchesPerStep() int { return 1 }
+
+func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
+	st, err := e.m.trainStep(ctx, batches[0], e.metrics)
+	return st, true, err
+}
+
+func (e *syncTrainer) epochEnd(context.Context, int, *progress) (stats, error) { return stats{}, nil }
+
+func (e *syncTrainer) end() {}
+
+// meshTrainer runs every step on the model's device mesh (variables laid out by a keras
+// distribution, mesh_hook.go).
+type meshTrainer struct{ syncTrainer }
+
+func (e *meshTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return stats{}, false, err
+	}
+	x, y := splitXY("Fit", batches[0], true)
+	if err := checkBatch("Fit", x, y); err != nil {
+		return stats{}, false, err
+	}
+	e.m.ensureBuilt(x)
+	st, err := e.m.meshTrainStep(x, y, e.metrics)
+	return st, true, err
+}
