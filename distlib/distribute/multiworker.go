@@ -56,33 +56,33 @@ type multiOptions struct {
 
 // WithClusterResolver sets where NewMultiWorkerMirroredStrategy learns the cluster (by
 // default cluster.NewTFConfigClusterResolver, which reads TF_CONFIG).
-func WithClusterResolver(r cluster.Resolver) Option {
-	return func(o *options) { o.multi().resolver = r }
+func WithClusterResolver(r cluster.Resolver) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().resolver = r })
 }
 
 // WithTransport makes NewMultiWorkerMirroredStrategy use t between workers (its Rank is
 // the worker index, its Size the number of workers) instead of starting gRPC from the
 // cluster: transport.NewMem runs several workers in one process for tests.
-func WithTransport(t collective.Transport) Option {
-	return func(o *options) { o.multi().t = t }
+func WithTransport(t collective.Transport) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().t = t })
 }
 
 // WithCommunication sets the cross-worker implementation
 // (tf.distribute.experimental.CommunicationOptions(implementation=...)).
-func WithCommunication(c CommunicationImplementation) Option {
-	return func(o *options) { o.multi().comm = c }
+func WithCommunication(c CommunicationImplementation) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().comm = c })
 }
 
 // WithCommunicationTimeout bounds every wait for another worker (default 5 minutes); a
 // worker that does not answer in time makes the step fail with an error naming it.
-func WithCommunicationTimeout(d time.Duration) Option {
-	return func(o *options) { o.multi().timeout = d }
+func WithCommunicationTimeout(d time.Duration) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().timeout = d })
 }
 
 // WithClusterToken sets the shared secret of the gRPC transport (by default the
 // GODIST_CLUSTER_TOKEN environment variable, which godist launch sets).
-func WithClusterToken(token string) Option {
-	return func(o *options) { o.multi().token = token }
+func WithClusterToken(token string) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().token = token })
 }
 
 func (o *options) multi() *multiOptions {
@@ -114,7 +114,7 @@ type MultiWorkerMirroredStrategy struct {
 // (local devices; default all GPUs, else all logical CPUs), WithCommunication,
 // WithCommunicationTimeout, WithClusterToken. It panics with an error naming the problem
 // when the cluster cannot be used (a bad TF_CONFIG, a task that is not a worker, no token).
-func NewMultiWorkerMirroredStrategy(opts ...Option) *MultiWorkerMirroredStrategy {
+func NewMultiWorkerMirroredStrategy(opts ...MultiWorkerOption) *MultiWorkerMirroredStrategy {
 	s, err := newMultiWorker(opts)
 	if err != nil {
 		panic(err)
@@ -122,8 +122,8 @@ func NewMultiWorkerMirroredStrategy(opts ...Option) *MultiWorkerMirroredStrategy
 	return s
 }
 
-func newMultiWorker(opts []Option) (*MultiWorkerMirroredStrategy, error) {
-	o := applyOptions(opts)
+func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, error) {
+	o := multiWorkerOptions(opts)
 	mo := o.multi()
 	var devs []string
 	if o.setDevs {

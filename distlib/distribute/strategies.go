@@ -6,11 +6,41 @@ import (
 	"godist/distlib/device"
 )
 
-// Option configures a strategy constructor (NewMirroredStrategy, NewCentralStorageStrategy).
-type Option func(*options)
+// Options are typed per constructor, as grpc-go's: an option a constructor would ignore
+// does not compile (WithParameterDevice is no MirroredOption; WithTransport is only a
+// MultiWorkerOption). Options that several constructors take are of a type that
+// implements each of their interfaces.
 
-// MirroredOption is the option type of NewMirroredStrategy.
-type MirroredOption = Option
+// MirroredOption configures NewMirroredStrategy: WithDevices, WithCrossDeviceOps.
+type MirroredOption interface{ applyMirrored(*options) }
+
+// CentralStorageOption configures NewCentralStorageStrategy: WithDevices,
+// WithCrossDeviceOps, WithParameterDevice.
+type CentralStorageOption interface{ applyCentralStorage(*options) }
+
+// MultiWorkerOption configures NewMultiWorkerMirroredStrategy: WithDevices,
+// WithCrossDeviceOps, WithClusterResolver, WithTransport, WithCommunication,
+// WithCommunicationTimeout, WithClusterToken.
+type MultiWorkerOption interface{ applyMultiWorker(*options) }
+
+// LocalDevicesOption is an option of every strategy whose replicas run on this process's
+// devices (WithDevices, WithCrossDeviceOps): a MirroredOption, a CentralStorageOption and
+// a MultiWorkerOption.
+type LocalDevicesOption struct{ f func(*options) }
+
+func (o LocalDevicesOption) applyMirrored(x *options)       { o.f(x) }
+func (o LocalDevicesOption) applyCentralStorage(x *options) { o.f(x) }
+func (o LocalDevicesOption) applyMultiWorker(x *options)    { o.f(x) }
+
+// centralStorageOption is an option of NewCentralStorageStrategy alone.
+type centralStorageOption func(*options)
+
+func (f centralStorageOption) applyCentralStorage(o *options) { f(o) }
+
+// multiWorkerOption is an option of NewMultiWorkerMirroredStrategy alone.
+type multiWorkerOption func(*options)
+
+func (f multiWorkerOption) applyMultiWorker(o *options) { f(o) }
 
 type options struct {
 	devices   []string
@@ -23,32 +53,52 @@ type options struct {
 
 // WithDevices sets the devices of the replicas, like MirroredStrategy(devices=[...]): names
 // such as "/gpu:0", "/CPU:1" or full names. Each must be a visible logical device.
-func WithDevices(devices ...string) Option {
-	return func(o *options) {
+func WithDevices(devices ...string) LocalDevicesOption {
+	return LocalDevicesOption{func(o *options) {
 		o.devices = append([]string(nil), devices...)
 		o.setDevs = true
-	}
+	}}
 }
 
-// WithCrossDeviceOps sets how MirroredStrategy reduces across devices, like
+// WithCrossDeviceOps sets how the strategy reduces across local devices, like
 // MirroredStrategy(cross_device_ops=...).
-func WithCrossDeviceOps(ops CrossDeviceOps) Option {
-	return func(o *options) { o.ops = ops }
+func WithCrossDeviceOps(ops CrossDeviceOps) LocalDevicesOption {
+	return LocalDevicesOption{func(o *options) { o.ops = ops }}
 }
 
 // WithParameterDevice sets where CentralStorageStrategy keeps the variables.
-func WithParameterDevice(dev string) Option {
-	return func(o *options) {
+func WithParameterDevice(dev string) CentralStorageOption {
+	return centralStorageOption(func(o *options) {
 		o.paramDev = dev
 		o.setParams = true
-	}
+	})
 }
 
-func applyOptions(opts []Option) *options {
+func mirroredOptions(opts []MirroredOption) *options {
 	o := &options{}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(o)
+			opt.applyMirrored(o)
+		}
+	}
+	return o
+}
+
+func centralStorageOptions(opts []CentralStorageOption) *options {
+	o := &options{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyCentralStorage(o)
+		}
+	}
+	return o
+}
+
+func multiWorkerOptions(opts []MultiWorkerOption) *options {
+	o := &options{}
+	for _, opt := range opts {
+		if opt != nil {
+			opt.applyMultiWorker(o)
 		}
 	}
 	return o
@@ -100,7 +150,7 @@ type MirroredStrategy struct{ base }
 // "Using MirroredStrategy with devices (...)" and panics with a *DeviceError when a
 // device is not visible.
 func NewMirroredStrategy(opts ...MirroredOption) *MirroredStrategy {
-	o := applyOptions(opts)
+	o := mirroredOptions(opts)
 	var devs []string
 	if o.setDevs {
 		devs = resolveDevices(o.devices)
@@ -131,8 +181,8 @@ type CentralStorageStrategy struct{ base }
 // default every visible GPU, or else the CPU, with variables on WithParameterDevice, or by
 // default the CPU when there are several compute devices and the single compute device
 // otherwise. It panics with a *DeviceError when a device is not visible.
-func NewCentralStorageStrategy(opts ...Option) *CentralStorageStrategy {
-	o := applyOptions(opts)
+func NewCentralStorageStrategy(opts ...CentralStorageOption) *CentralStorageStrategy {
+	o := centralStorageOptions(opts)
 	var devs []string
 	switch {
 	case o.setDevs:

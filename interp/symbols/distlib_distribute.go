@@ -104,7 +104,6 @@ func init() {
 		"NcclAllReduce":               reflect.ValueOf((*distribute.NcclAllReduce)(nil)),
 		"NcclFunc":                    reflect.ValueOf((*distribute.NcclFunc)(nil)),
 		"OneDeviceStrategy":           reflect.ValueOf((*distribute.OneDeviceStrategy)(nil)),
-		"Option":                      reflect.ValueOf((*distribute.Option)(nil)),
 		"PSFailureError":              reflect.ValueOf((*distribute.PSFailureError)(nil)),
 		"PSOptimizer":                 reflect.ValueOf((*distribute.PSOptimizer)(nil)),
 		"PSOption":                    reflect.ValueOf((*distribute.PSOption)(nil)),
