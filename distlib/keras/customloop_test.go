@@ -1,7 +1,9 @@
 package keras
 
 import (
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -160,4 +162,25 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestFitInsideAnotherStrategysScope: a model built outside any scope and fitted inside a
+// MirroredStrategy's scope would train on the default strategy: Fit refuses, naming both.
+func TestFitInsideAnotherStrategysScope(t *testing.T) {
+	splitCPU(t, 2)
+	m := Sequential(layers.Dense(1, layers.InputShape(1)))
+	m.Compile(SGD(0.1), MeanSquaredError())
+	quiet(m)
+	ds := data.FromTensorSlices(tensor.MustNew([]int{4, 1}, []float32{1, 2, 3, 4}), tensor.MustNew([]int{4, 1}, []float32{2, 4, 6, 8})).Batch(2, false)
+	s := distribute.NewMirroredStrategy()
+	var got any
+	s.Scope(func() {
+		defer func() { got = recover() }()
+		m.Fit(ds, Verbose(0))
+	})
+	msg := fmt.Sprint(got)
+	if got == nil || !strings.Contains(msg, "inside the scope of MirroredStrategy") || !strings.Contains(msg, "built under DefaultDistributionStrategy") {
+		t.Fatalf("Fit inside another strategy's scope = panic %v, want an error naming both strategies", got)
+	}
+	m.Fit(ds, Verbose(0)) // outside the scope it trains
 }

@@ -360,6 +360,20 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 	return statsFrom(reduced[0][0].Data()), nil
 }
 
+// requireOwnScope refuses to train or evaluate inside the scope of a strategy other than
+// the one the model was built under, as TensorFlow does ("Mixing different
+// tf.distribute.Strategy objects"): the model would silently run on its own strategy.
+func (m *Model) requireOwnScope(op string) {
+	if !distribute.HasStrategy() {
+		return
+	}
+	if cur := distribute.GetStrategy(); cur != m.strategy {
+		panic(fmt.Errorf("%w: %s inside the scope of %s, but model %s was built under %s: build the model "+
+			"(Sequential and Compile) inside strategy.Scope so that it trains on that strategy's replicas",
+			ErrInvalidArgument, op, cur.Name(), m.name, m.strategy.Name()))
+	}
+}
+
 func (m *Model) requireCompiled(op string) {
 	if m.optimizer == nil || m.loss == nil {
 		panic(fmt.Errorf("%w: call model.Compile(optimizer, loss, metrics...) before %s", ErrNotCompiled, op))
@@ -388,6 +402,7 @@ func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option
 		ctx = context.Background()
 	}
 	m.requireCompiled("Fit")
+	m.requireOwnScope("Fit")
 	eng := m.trainerFor()
 	allowed := append([]string{"epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose"}, eng.options()...)
 	cfg := parseRun("Fit", opts, allowed...)
@@ -619,6 +634,7 @@ func (m *Model) EvaluateContext(ctx context.Context, ds *data.Dataset, opts ...O
 		ctx = context.Background()
 	}
 	m.requireCompiled("Evaluate")
+	m.requireOwnScope("Evaluate")
 	cfg := parseRun("Evaluate", opts, "steps", "callbacks", "verbose")
 	for _, cb := range cfg.callbacks {
 		cb.SetModel(m)
