@@ -55,13 +55,27 @@ const python = "/usr/bin/python3"
 
 // executeScript runs one notebook with nbclient and writes the executed copy, even when a
 // cell fails or times out (errors stay in the outputs for the check functions to see).
+//
+// With a fifth argument, a JSON {"before": text, "code": code, "after": seconds}, it first
+// inserts a code cell with code before the first code cell containing text, and interrupts
+// the kernel after that many seconds of it (nbclient's interrupt_on_timeout); the inserted
+// cell carries the metadata "godist_interrupted": true.
 const executeScript = `
-import sys, nbformat
+import json, sys, nbformat
 from nbclient import NotebookClient
 src, dst, timeout, cwd = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 nb = nbformat.read(src, as_version=4)
+kw = {}
+if len(sys.argv) > 5:
+    spec = json.loads(sys.argv[5])
+    at = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code" and spec["before"] in c.source)
+    extra = nbformat.v4.new_code_cell(spec["code"])
+    extra.metadata["godist_interrupted"] = True
+    nb.cells.insert(at, extra)
+    kw = dict(interrupt_on_timeout=True,
+              timeout_func=lambda cell: spec["after"] if cell.metadata.get("godist_interrupted") else timeout)
 client = NotebookClient(nb, kernel_name="godist", timeout=timeout, allow_errors=True,
-                        startup_timeout=60, resources={"metadata": {"path": cwd}})
+                        startup_timeout=60, resources={"metadata": {"path": cwd}}, **kw)
 status = 0
 try:
     client.execute()
@@ -317,14 +331,23 @@ func setup(t *testing.T) *env {
 // GODIST_NOTEBOOK_OUT names a directory, the executed copy is also saved there.
 func (e *env) execute(t *testing.T, file string, cellTimeout time.Duration, extraEnv ...string) *notebook {
 	t.Helper()
+	return e.executeWith(t, file, cellTimeout, "", extraEnv...)
+}
+
+// executeWith is execute with executeScript's optional interrupt spec (JSON; "" for none).
+func (e *env) executeWith(t *testing.T, file string, cellTimeout time.Duration, interrupt string, extraEnv ...string) *notebook {
+	t.Helper()
 	src, err := filepath.Abs(file)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dst := filepath.Join(e.dir, "executed-"+filepath.Base(file))
 	cwd := filepath.Dir(src)
-	cmd := exec.Command(python, filepath.Join(e.dir, "execute.py"), src, dst,
-		fmt.Sprint(int(cellTimeout.Seconds())), cwd)
+	args := []string{filepath.Join(e.dir, "execute.py"), src, dst, fmt.Sprint(int(cellTimeout.Seconds())), cwd}
+	if interrupt != "" {
+		args = append(args, interrupt)
+	}
+	cmd := exec.Command(python, args...)
 	cmd.Env = append(append([]string{}, e.vars...), extraEnv...)
 	cmd.Dir = cwd
 	var out strings.Builder
