@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"strings"
@@ -18,16 +19,28 @@ import (
 // italianGuideLoop is the custom training loop of the course's Italian guide to
 // tf.distribute, translated line by line (no AllReduceList: ApplyGradients inside Run
 // aggregates the replicas' gradients as TensorFlow's apply_gradients does). It returns the
-// model after epochs passes over ds.
-func italianGuideLoop(t *testing.T, strategy distribute.Strategy, ds *data.Dataset, globalBatchSize, epochs int) *Model {
+// model after epochs passes over ds. With init non-nil the model starts from those
+// weights; initial, when non-nil, receives the weights it starts from.
+func italianGuideLoop(t *testing.T, strategy distribute.Strategy, ds *data.Dataset, globalBatchSize, epochs int,
+	init []*tensor.Tensor, initial *[]*tensor.Tensor) *Model {
 	t.Helper()
-	SetRandomSeed(5)
+	if init == nil {
+		SetRandomSeed(5)
+	}
 	var model *Model
 	var optimizer *Optimizer
 	strategy.Scope(func() {
 		model = Sequential(layers.Dense(1, layers.InputShape(1)))
 		optimizer = SGD(0.01)
 	})
+	if init != nil {
+		if err := model.SetWeights(init); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if initial != nil {
+		*initial = model.GetWeights()
+	}
 	distDataset := strategy.ExperimentalDistributeDataset(ds)
 
 	lossObject := BinaryCrossentropy(true, WithReduction(ReductionNone))
@@ -82,13 +95,13 @@ func TestCustomLoopApplyGradientsAggregates(t *testing.T) {
 		ds    *data.Dataset
 		batch int
 	}{{"guide", guide, 10}, {"varied", varied, 12}} {
-		want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), tc.ds, tc.batch, 3).GetWeights()
+		want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), tc.ds, tc.batch, 3, nil, nil).GetWeights()
 		for _, s := range []distribute.Strategy{
 			distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1")),
 			distribute.NewMirroredStrategy(),
 			distribute.NewCentralStorageStrategy(distribute.WithDevices("/cpu:1", "/cpu:2")),
 		} {
-			m := italianGuideLoop(t, s, tc.ds, tc.batch, 3)
+			m := italianGuideLoop(t, s, tc.ds, tc.batch, 3, nil, nil)
 			for r := range s.ExtendedReplicaDevices() {
 				for i, v := range m.ReplicaTrainableVariables(r) {
 					a, b := want[i].Data(), v.Value().Data()
@@ -120,7 +133,9 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 	}
 	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n, 1}, y)).Batch(8, false).
 		WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
-	want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), ds, 8, 2).GetWeights()
+	// The workers build their models at once, drawing from the package's one seed
+	// sequence in any order: the chief's initial weights (every worker starts from them)
+	// are the reference's too.
 	mems := transport.NewMem(2)
 	defer func() {
 		for _, m := range mems {
@@ -128,6 +143,7 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 		}
 	}()
 	got := make([][]*tensor.Tensor, 2)
+	initial := make([][]*tensor.Tensor, 2)
 	done := make(chan struct{})
 	for w := 0; w < 2; w++ {
 		go func(w int) {
@@ -139,7 +155,7 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 			}()
 			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
 				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(20*time.Second))
-			got[w] = italianGuideLoop(t, s, ds, 8, 2).GetWeights()
+			got[w] = italianGuideLoop(t, s, ds, 8, 2, nil, &initial[w]).GetWeights()
 		}(w)
 	}
 	for w := 0; w < 2; w++ {
@@ -149,9 +165,18 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 			t.Fatal("the two workers did not finish in 60s")
 		}
 	}
+	if initial[0] == nil {
+		t.Fatal("the chief did not build its model")
+	}
+	want := italianGuideLoop(t, distribute.NewOneDeviceStrategy("/cpu:0"), ds, 8, 2, initial[0], nil).GetWeights()
 	for w, ws := range got {
 		if ws == nil {
 			continue
+		}
+		for i := range initial[0] {
+			if a, b := initial[0][i].Data(), initial[w][i].Data(); math.Abs(float64(a[0]-b[0])) > 0 {
+				t.Errorf("worker %d starts from weight %d = %v, the chief from %v (the chief broadcasts them)", w, i, b, a)
+			}
 		}
 		for i := range want {
 			a, b := want[i].Data(), ws[i].Data()
@@ -183,4 +208,30 @@ func TestFitInsideAnotherStrategysScope(t *testing.T) {
 		t.Fatalf("Fit inside another strategy's scope = panic %v, want an error naming both strategies", got)
 	}
 	m.Fit(ds, Verbose(0)) // outside the scope it trains
+}
+
+// TestPSCustomLoopApplyGradientsSaysWhatToWrite: a TF-style ClusterCoordinator step that
+// applies a Keras optimizer to a model built in ParameterServerStrategy's scope would train
+// the coordinator's copy without a word; it fails with an error saying what to write.
+func TestPSCustomLoopApplyGradientsSaysWhatToWrite(t *testing.T) {
+	s, _ := psStrategy(t, 1, 1)
+	var model *Model
+	var optimizer *Optimizer
+	s.Scope(func() {
+		model = Sequential(layers.Dense(1, layers.InputShape(1)))
+		optimizer = SGD(0.1)
+	})
+	coord := distribute.NewClusterCoordinator(s)
+	defer coord.Close()
+	x := tensor.MustNew([]int{2, 1}, []float32{1, 2})
+	rv := coord.Schedule(func(w *distribute.WorkerContext) (*tensor.Tensor, error) {
+		tape := tensor.NewGradientTape()
+		loss := tensor.ReduceSum(tensor.Square(model.Call(x, true)))
+		grads := tape.Gradient(loss, model.TrainableVariables())
+		return loss, optimizer.ApplyGradients(grads, model.TrainableVariables())
+	})
+	_, err := rv.Fetch()
+	if !errors.Is(err, distribute.ErrPSLocalUpdate) || !strings.Contains(err.Error(), "w.ApplyGradients") {
+		t.Fatalf("ApplyGradients in a ps step = %v, want ErrPSLocalUpdate saying what to write", err)
+	}
 }

@@ -21,6 +21,7 @@ type Optimizer struct {
 	hp         hyper
 	nslots     int
 	kernel     func(w, g []float32, slots [][]float32, lr float64, t int64, hp *hyper)
+	strategy   distribute.Strategy // current when the optimizer was made (its scope's)
 
 	mu    sync.Mutex
 	slots map[*tensor.Variable]*slotState
@@ -128,8 +129,9 @@ func Schedule(s LearningRateSchedule) OptimizerOption {
 func newOptimizer(name string, lr, defaultLR float64, nslots int, opts []OptimizerOption,
 	kernel func(w, g []float32, slots [][]float32, lr float64, t int64, hp *hyper)) *Optimizer {
 	o := &Optimizer{name: name, lr: lr, nslots: nslots, kernel: kernel,
-		hp:    hyper{beta1: 0.9, beta2: 0.999, epsilon: 1e-7, rho: 0.9},
-		slots: map[*tensor.Variable]*slotState{}}
+		hp:       hyper{beta1: 0.9, beta2: 0.999, epsilon: 1e-7, rho: 0.9},
+		slots:    map[*tensor.Variable]*slotState{},
+		strategy: distribute.GetStrategy()}
 	for _, opt := range opts {
 		if opt == nil {
 			continue
@@ -277,8 +279,14 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 	apply := func(gs []*tensor.Tensor) error {
 		return o.applyReplicas([][]*tensor.Tensor{gs}, [][]*tensor.Variable{vars})
 	}
-	// Inside a Run the strategy sums the replicas' gradients and calls apply per copy.
-	inRun, err := distribute.GetStrategy().ExtendedApplyGradients(device.Current(), grads, apply)
+	// Inside a Run the strategy sums the replicas' gradients and calls apply per copy. The
+	// strategy is the current one (Run's replicas are in its scope), else the one the
+	// optimizer was made under (a ClusterCoordinator's workers run outside the scope).
+	s := distribute.GetStrategy()
+	if !distribute.HasStrategy() && o.strategy != nil {
+		s = o.strategy
+	}
+	inRun, err := s.ExtendedApplyGradients(device.Current(), grads, apply)
 	if inRun {
 		return err
 	}
