@@ -419,6 +419,34 @@ func (c *EarlyStoppingCallback) EpochEnd(epoch int, logs Logs) {
 	}
 }
 
+// TerminateOnNaNCallback is the callback TerminateOnNaN returns.
+type TerminateOnNaNCallback struct {
+	BaseCallback
+	// StoppedBatch is the 0-based batch (of its epoch) whose loss was NaN or infinite, or -1.
+	StoppedBatch int
+}
+
+// TerminateOnNaN stops training as soon as a batch's loss is NaN or infinite, like
+// tf.keras.callbacks.TerminateOnNaN, printing "Batch N: Invalid loss, terminating training"
+// (a NaN in the inputs or a learning rate that diverges would otherwise train every epoch
+// into NaN weights).
+func TerminateOnNaN() *TerminateOnNaNCallback { return &TerminateOnNaNCallback{StoppedBatch: -1} }
+
+// TrainBegin implements Callback.
+func (c *TerminateOnNaNCallback) TrainBegin(Logs) { c.StoppedBatch = -1 }
+
+// TrainBatchEnd implements Callback.
+func (c *TerminateOnNaNCallback) TrainBatchEnd(batch int, logs Logs) {
+	loss, ok := logs["loss"]
+	if !ok || !(math.IsNaN(loss) || math.IsInf(loss, 0)) {
+		return
+	}
+	m := c.Model()
+	c.StoppedBatch = batch
+	fmt.Fprintf(m.out(), "Batch %d: Invalid loss, terminating training\n", batch)
+	m.StopTraining = true
+}
+
 // weightData copies the values of the first copy of every variable.
 func (m *Model) weightData() [][]float32 {
 	vs := m.Variables()

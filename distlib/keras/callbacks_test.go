@@ -11,6 +11,7 @@ import (
 	"godist/distlib/data"
 	"godist/distlib/keras/internal/tfevents"
 	"godist/distlib/keras/layers"
+	"godist/distlib/tensor"
 )
 
 // smallModel returns a compiled two-class model and its data.
@@ -267,5 +268,24 @@ func TestFitErrors(t *testing.T) {
 			}()
 			tc.fn()
 		}()
+	}
+}
+
+// TestTerminateOnNaN: a NaN in the inputs makes the first batch's loss NaN; training stops
+// there with Keras' message instead of running every epoch into NaN weights.
+func TestTerminateOnNaN(t *testing.T) {
+	x := tensor.MustNew([]int{4, 1}, []float32{1, float32(math.NaN()), 3, 4})
+	y := tensor.MustNew([]int{4, 1}, []float32{2, 4, 6, 8})
+	ds := data.FromTensorSlices(x, y).Batch(2, false)
+	m := Sequential(layers.Dense(1, layers.InputShape(1)))
+	m.Compile(SGD(0.01), MeanSquaredError())
+	out := quiet(m)
+	cb := TerminateOnNaN()
+	h := m.Fit(ds, Epochs(5), Callbacks(cb), Verbose(0))
+	if cb.StoppedBatch != 0 || !strings.Contains(out.String(), "Batch 0: Invalid loss, terminating training") {
+		t.Errorf("TerminateOnNaN stopped at batch %d, output %q; want batch 0 and Keras' message", cb.StoppedBatch, out.String())
+	}
+	if len(h.Epoch) != 1 {
+		t.Errorf("History has %d epochs, want 1 (training stops in the first)", len(h.Epoch))
 	}
 }
