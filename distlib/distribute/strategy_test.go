@@ -351,3 +351,36 @@ func TestReduceOpString(t *testing.T) {
 		}
 	}
 }
+
+// TestNewMirroredVariables: a model's variables made at once get one copy per replica under
+// a mirroring strategy and one shared copy otherwise, all with the initial values.
+func TestNewMirroredVariables(t *testing.T) {
+	splitCPU(t, 2)
+	inits := []*tensor.Tensor{vec(1, 2), vec(3)}
+	for _, tc := range []struct {
+		s      Strategy
+		copies int
+	}{
+		{NewMirroredStrategy(), 2},
+		{NewCentralStorageStrategy(WithDevices(cpu(0), cpu(1))), 1},
+		{NewOneDeviceStrategy(cpu(1)), 1},
+	} {
+		vs, err := NewMirroredVariables(tc.s, []string{"w", "b"}, inits, []bool{true, false})
+		if err != nil {
+			t.Fatalf("%s: NewMirroredVariables: %v", tc.s.Name(), err)
+		}
+		for i, v := range vs {
+			if got := len(v.Values()); got != tc.copies {
+				t.Errorf("%s: variable %s has %d copies, want %d", tc.s.Name(), v.Name(), got, tc.copies)
+			}
+			for _, c := range v.Values() {
+				if !equalData(c.Value().Data(), inits[i].Data()) {
+					t.Errorf("%s: %s copy = %v, want %v", tc.s.Name(), v.Name(), c.Value().Data(), inits[i].Data())
+				}
+			}
+		}
+	}
+	if _, err := NewMirroredVariables(NewMirroredStrategy(), []string{"w"}, inits, []bool{true}); err == nil {
+		t.Error("NewMirroredVariables with 1 name for 2 initial values succeeded")
+	}
+}

@@ -180,6 +180,45 @@ func NewMirroredVariable(s Strategy, name string, init *tensor.Tensor, trainable
 	return v
 }
 
+// NewMirroredVariables creates several variables under s at once, the way a model's
+// variables are made: every worker starts from the chief's values (BroadcastFromChief),
+// then each variable gets one copy per replica device when s mirrors variables, otherwise
+// one copy on s.ExtendedVariableDevice(). names, inits and trainable go together.
+func NewMirroredVariables(s Strategy, names []string, inits []*tensor.Tensor, trainable []bool) (vars []*MirroredVariable, err error) {
+	if s == nil {
+		return nil, fmt.Errorf("%w: NewMirroredVariables with a nil strategy", ErrReplicas)
+	}
+	if len(inits) != len(names) || len(trainable) != len(names) {
+		return nil, fmt.Errorf("distribute: NewMirroredVariables: %d names, %d initial values, %d trainable flags", len(names), len(inits), len(trainable))
+	}
+	for i, t := range inits {
+		if t == nil {
+			return nil, fmt.Errorf("distribute: NewMirroredVariables %q: nil initial value", names[i])
+		}
+	}
+	if inits, err = BroadcastFromChief(s, inits); err != nil {
+		return nil, fmt.Errorf("distribute: broadcast the initial values from the chief: %w", err)
+	}
+	defer func() {
+		if p := recover(); p != nil { // a device that cannot hold the copies
+			vars, err = nil, fmt.Errorf("distribute: NewMirroredVariables: %w", panicError(p))
+		}
+	}()
+	mirror := s.ExtendedMirrorsVariables()
+	devices := []string{s.ExtendedVariableDevice()}
+	if mirror {
+		devices = s.ExtendedReplicaDevices()
+	}
+	for i, name := range names {
+		v := &MirroredVariable{name: name, mirror: mirror, devices: append([]string(nil), devices...)}
+		for _, dev := range devices {
+			v.vars = append(v.vars, newVariableOn(dev, name, inits[i], trainable[i]))
+		}
+		vars = append(vars, v)
+	}
+	return vars, nil
+}
+
 // Name returns the variable's name.
 func (v *MirroredVariable) Name() string { return v.name }
 

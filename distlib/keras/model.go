@@ -183,32 +183,38 @@ func (m *Model) build(in []int) error {
 		shapes[i] = out
 		cur = out
 	}
-	// Every worker starts from the chief's initial values.
-	inits, err := distribute.BroadcastFromChief(m.strategy, inits)
-	if err != nil {
-		return fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
-	}
 	if m.engine != nil {
+		// Every worker starts from the chief's initial values.
+		inits, err := distribute.BroadcastFromChief(m.strategy, inits)
+		if err != nil {
+			return fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
+		}
 		return m.buildMesh(in, shapes, ranges, params, inits)
 	}
+	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
+	// copy, every worker starting from the chief's values.
+	names := make([]string, len(params))
+	trainable := make([]bool, len(params))
+	for i, p := range params {
+		names[i], trainable[i] = p.name, p.trainable
+	}
+	mvs, err := distribute.NewMirroredVariables(m.strategy, names, inits, trainable)
+	if err != nil {
+		return fmt.Errorf("keras: create the variables of %s: %w", m.name, err)
+	}
 	var devs []string
-	if m.strategy.ExtendedMirrorsVariables() {
+	if len(mvs) > 0 {
+		devs = mvs[0].Devices()
+	} else if m.strategy.ExtendedMirrorsVariables() {
 		devs = m.strategy.ExtendedReplicaDevices()
 	} else {
 		devs = []string{m.strategy.ExtendedVariableDevice()}
 	}
 	vars := make([][]*tensor.Variable, len(devs))
-	for c, d := range devs {
+	for c := range devs {
 		vars[c] = make([]*tensor.Variable, len(params))
-		mk := func() {
-			for i, p := range params {
-				vars[c][i] = tensor.NewVariable(p.name, inits[i], p.trainable)
-			}
-		}
-		if d == "" {
-			mk()
-		} else if err := device.WithErr(d, mk); err != nil {
-			return fmt.Errorf("keras: place the variables of %s on %s: %w", m.name, d, err)
+		for i, v := range mvs {
+			vars[c][i] = v.Get(c)
 		}
 	}
 	m.inputShape, m.outShapes, m.paramRange, m.params, m.devices, m.vars = append([]int(nil), in...), shapes, ranges, params, devs, vars
