@@ -119,7 +119,32 @@ func mwHelper(mode string) error {
 			}
 		}})
 	}
-	h := m.Fit(ds, Epochs(epochs), Verbose(0), Callbacks(cbs...))
+	h := &History{}
+	if mode == "customloop" {
+		// The course's custom loop, line by line: ApplyGradients inside Run sums the
+		// gradients across the replicas of every worker.
+		dist := s.ExperimentalDistributeDataset(ds)
+		lossObject := SparseCategoricalCrossentropy(true, WithReduction(ReductionNone))
+		optimizer := m.Optimizer()
+		for epoch := 0; epoch < epochs; epoch++ {
+			it := dist.Iterator()
+			for inputs, ok := it.Next(); ok; inputs, ok = it.Next() {
+				s.Run(func(ctx *distribute.ReplicaContext, el data.Element) *tensor.Tensor {
+					tape := tensor.NewGradientTape()
+					predictions := m.Call(el[0], true)
+					loss := distribute.ComputeAverageLoss(lossObject.Call(el[1], predictions), batch)
+					gradients := tape.Gradient(loss, m.TrainableVariables())
+					if err := optimizer.ApplyGradients(gradients, m.TrainableVariables()); err != nil {
+						panic(err)
+					}
+					return loss
+				}, inputs)
+			}
+			res.Epochs = append(res.Epochs, epoch)
+		}
+	} else {
+		h = m.Fit(ds, Epochs(epochs), Verbose(0), Callbacks(cbs...))
+	}
 	if len(h.Epoch) > 0 {
 		res.Logs = Logs{}
 		for k, v := range h.History {
@@ -207,6 +232,36 @@ func TestMultiWorkerFitMatchesOneWorker(t *testing.T) {
 		{"GOMAXPROCS=1", []string{"GOMAXPROCS=1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkTwoWorkersMatchOne(t, one, batch, epochs, tc.env) })
+	}
+}
+
+// TestMultiWorkerCustomLoopMatchesOneWorker: the course's custom loop (strategy.Run with a
+// step that calls optimizer.ApplyGradients, no explicit all-reduce) in two worker processes
+// ends with identical weights on both, equal to one worker's on the same global batches.
+func TestMultiWorkerCustomLoopMatchesOneWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	const batch, epochs = 16, 2
+	one, log1, err := launchMW(t, "customloop", 1, batch, epochs)
+	if err != nil {
+		t.Fatalf("one worker: %v\n%s", err, log1)
+	}
+	two, log2, err := launchMW(t, "customloop", 2, batch, epochs)
+	if err != nil {
+		t.Fatalf("two workers: %v\n%s", err, log2)
+	}
+	if len(one[0].Weights) != 6 || len(two[0].Epochs) != epochs {
+		t.Fatalf("one worker reported %d weight tensors, worker 0 of two %d epochs; want 6 and %d", len(one[0].Weights), len(two[0].Epochs), epochs)
+	}
+	if d := maxWeightDiff(t, two[0].Weights, two[1].Weights); d != 0 {
+		t.Errorf("the two workers' weights differ by up to %g after the custom loop, want identical", d)
+	}
+	if d := maxWeightDiff(t, one[0].Weights, two[0].Weights); d > 1e-5 {
+		t.Errorf("custom loop, two workers vs one: weights differ by up to %g, want <= 1e-5", d)
+	}
+	if d := maxWeightDiff(t, one[0].Weights, two[1].Weights); d > 1e-5 {
+		t.Errorf("custom loop, worker 1 of two vs one worker: weights differ by up to %g, want <= 1e-5", d)
 	}
 }
 
