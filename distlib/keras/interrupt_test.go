@@ -3,6 +3,7 @@ package keras
 import (
 	"bytes"
 	"context"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,4 +57,59 @@ func TestFitContextInterrupted(t *testing.T) {
 	if len(h.Epoch) != 1 {
 		t.Errorf("Fit after the interrupt recorded %d epochs, want 1", len(h.Epoch))
 	}
+}
+
+// TestPSFitContextInterrupted: under ParameterServerStrategy a cancelled Fit stops
+// scheduling at the next step, returns the History so far, leaves no goroutine running,
+// and the next Fit works.
+func TestPSFitContextInterrupted(t *testing.T) {
+	leakcheck.Check(t) // checked after the strategy and the servers are closed
+	s, _ := psStrategy(t, 1, 2)
+	var m *Model
+	s.Scope(func() {
+		m = Sequential(layers.Input(6, 6), layers.Flatten(), layers.Dense(8, layers.ReLU), layers.Dense(2))
+		m.Compile(SGD(0.1), SparseCategoricalCrossentropy(true), "accuracy")
+	})
+	var out bytes.Buffer
+	m.stdout = &out
+	// The strategy keeps its connections between Fits: count the goroutines after one.
+	m.Fit(imageData(), Epochs(1), Verbose(0))
+	before := settledGoroutines()
+	ctx, cancel := context.WithCancel(context.Background())
+	steps := 0
+	cb := LambdaCallback{OnTrainBatchEnd: func(int, Logs) {
+		if steps++; steps == 25 {
+			cancel()
+		}
+	}}
+	h := m.FitContext(ctx, imageData().Repeat(10), Epochs(1000), Callbacks(cb), Verbose(2))
+	if steps != 25 {
+		t.Errorf("Fit scheduled %d steps, want 25 (it stops at the step after the cancel)", steps)
+	}
+	if len(h.Epoch) != 0 {
+		t.Errorf("History has %d epochs after an interrupt in the first, want 0", len(h.Epoch))
+	}
+	if !strings.Contains(out.String(), "Fit interrupted in epoch 1/1000 after step 25") {
+		t.Errorf("Fit output does not say where it stopped:\n%s", out.String())
+	}
+	if after := settledGoroutines(); after > before {
+		t.Errorf("goroutines: %d after a complete Fit, %d after an interrupted one", before, after)
+	}
+	if h := m.Fit(imageData(), Epochs(1), Verbose(0)); len(h.Epoch) != 1 {
+		t.Errorf("Fit after the interrupt recorded %d epochs, want 1", len(h.Epoch))
+	}
+}
+
+// settledGoroutines returns the number of goroutines once it stops falling (up to 2 s).
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for i := 0; i < 40; i++ {
+		time.Sleep(50 * time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m >= n && i >= 4 {
+			return m
+		}
+		n = min(n, m)
+	}
+	return n
 }
