@@ -142,7 +142,7 @@ func NewGRPC(rank int, addrs []string, opts GRPCOptions) (*GRPC, error) {
 	g := &GRPC{rank: rank, addrs: append([]string{}, addrs...), token: opts.Token, box: newMailbox(), lis: lis,
 		links: make([]*link, len(addrs)), serveDone: make(chan struct{}), conns: map[net.Conn]struct{}{},
 		posts: posts{queued: map[key][]*post{}, pending: map[key]int{}},
-		ctl: make([]*grpc.ClientConn, len(addrs)), seen: make([]chan struct{}, len(addrs)),
+		ctl:   make([]*grpc.ClientConn, len(addrs)), seen: make([]chan struct{}, len(addrs)),
 		seenOnce: make([]sync.Once, len(addrs)), done: make(chan struct{}),
 		health: healthConfig{opts.HealthCheckInterval, opts.HealthCheckTimeout}}
 	if g.health.timeout <= 0 {
