@@ -35,6 +35,13 @@ type Transport interface {
 	Recv(ctx context.Context, from int, tag string) ([]byte, error)
 }
 
+// Pinger is an optional upgrade of Transport for joining a group: Ping waits until rank is
+// up and answers (a peer that has not started yet is waited for, until ctx ends), and fails
+// at once when the transport knows rank is lost.
+type Pinger interface {
+	Ping(ctx context.Context, rank int) error
+}
+
 // ReduceOp says how all-reduce combines the values of the ranks.
 type ReduceOp int
 

@@ -12,6 +12,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,9 +41,21 @@ type GRPCOptions struct {
 	// Token is the cluster's shared secret; every task of the job must use the same one
 	// (godist launch passes it in GODIST_CLUSTER_TOKEN). Required.
 	Token string
-	// Listener, if set, is where this rank serves; otherwise it listens on the port of its own
-	// address, on all interfaces.
+	// Listener, if set, is where this rank serves; otherwise it listens on its own address
+	// (the host and port the group's address list gives it: 127.0.0.1 in a one-machine
+	// cluster), or on that port on all interfaces with BindAll.
 	Listener net.Listener
+	// BindAll makes a rank without Listener listen on all interfaces (0.0.0.0) rather than
+	// on the host of its address, for containers whose cluster address is not an address of
+	// the container itself. The data port follows the gRPC listener's host.
+	BindAll bool
+	// HealthCheckInterval is how often this rank checks each peer it has talked to, on a
+	// connection of its own; 0 checks none. A peer that fails a check (its port refuses
+	// connections, or it does not answer within HealthCheckTimeout) is lost: receives from
+	// it fail with an error wrapping ErrPeerLost once its queued messages are read.
+	HealthCheckInterval time.Duration
+	// HealthCheckTimeout bounds one health check; 0 means 3 times HealthCheckInterval.
+	HealthCheckTimeout time.Duration
 	// GRPCOnly keeps bulk messages on gRPC streams instead of the raw TCP data path (for
 	// networks where only the gRPC port is reachable). By default each rank also listens on a
 	// TCP port the system picks, on the host of Listener, and peers send their messages there
@@ -72,14 +85,24 @@ type GRPC struct {
 	connMu  sync.Mutex
 	conns   map[net.Conn]struct{} // accepted data connections; nil once closed
 
+	ctl      []*grpc.ClientConn // per peer: pings and health checks, apart from bulk traffic
+	seen     []chan struct{}    // per peer: closed once it answered or called this rank
+	seenOnce []sync.Once
+	health   healthConfig
+	done     chan struct{} // closed by Close
+	watchWG  sync.WaitGroup
+
 	closeOnce sync.Once
 	serveDone chan struct{}
 }
+
+type healthConfig struct{ interval, timeout time.Duration }
 
 var (
 	_ collective.Transport = (*GRPC)(nil)
 	_ collective.Releaser  = (*GRPC)(nil)
 	_ collective.Poster    = (*GRPC)(nil)
+	_ collective.Pinger    = (*GRPC)(nil)
 )
 
 type link struct {
@@ -111,21 +134,38 @@ func NewGRPC(rank int, addrs []string, opts GRPCOptions) (*GRPC, error) {
 	}
 	lis := opts.Listener
 	if lis == nil {
-		_, port, _ := net.SplitHostPort(addrs[rank])
 		var err error
-		if lis, err = net.Listen("tcp", ":"+port); err != nil {
-			return nil, fmt.Errorf("transport: grpc: rank %d: listen on port %s: %w", rank, port, err)
+		if lis, err = listenOwn(addrs[rank], opts.BindAll); err != nil {
+			return nil, fmt.Errorf("transport: grpc: rank %d: %w", rank, err)
 		}
 	}
 	g := &GRPC{rank: rank, addrs: append([]string{}, addrs...), token: opts.Token, box: newMailbox(), lis: lis,
 		links: make([]*link, len(addrs)), serveDone: make(chan struct{}), conns: map[net.Conn]struct{}{},
-		posts: posts{queued: map[key][]*post{}, pending: map[key]int{}}}
+		posts: posts{queued: map[key][]*post{}, pending: map[key]int{}},
+		ctl:   make([]*grpc.ClientConn, len(addrs)), seen: make([]chan struct{}, len(addrs)),
+		seenOnce: make([]sync.Once, len(addrs)), done: make(chan struct{}),
+		health: healthConfig{opts.HealthCheckInterval, opts.HealthCheckTimeout}}
+	if g.health.timeout <= 0 {
+		g.health.timeout = 3 * g.health.interval
+	}
 	for i := range g.links {
 		g.links[i] = &link{}
+		g.seen[i] = make(chan struct{})
+		if i == rank {
+			continue
+		}
+		conn, err := dialConn(addrs[i])
+		if err != nil {
+			g.closeCtl()
+			lis.Close()
+			return nil, fmt.Errorf("transport: rank %d address %q: %w", i, addrs[i], err)
+		}
+		g.ctl[i] = conn
 	}
 	if !opts.GRPCOnly && len(addrs) > 1 {
 		dl, err := listenData(lis)
 		if err != nil {
+			g.closeCtl()
 			lis.Close()
 			return nil, fmt.Errorf("transport: grpc: rank %d: listen for data: %w", rank, err)
 		}
@@ -139,7 +179,32 @@ func NewGRPC(rank int, addrs []string, opts GRPCOptions) (*GRPC, error) {
 		defer close(g.serveDone)
 		_ = g.srv.Serve(lis)
 	}()
+	if g.health.interval > 0 {
+		for i := range addrs {
+			if i != rank {
+				g.watchWG.Add(1)
+				go g.watch(i)
+			}
+		}
+	}
 	return g, nil
+}
+
+// listenOwn listens on addr (host:port), or on its port on all interfaces with all. A host
+// that is not an address of this machine gets an error that says what to do.
+func listenOwn(addr string, all bool) (net.Listener, error) {
+	host, port, _ := net.SplitHostPort(addr)
+	if all {
+		host = ""
+	}
+	lis, err := net.Listen("tcp", net.JoinHostPort(host, port))
+	if err != nil {
+		if host != "" {
+			return nil, fmt.Errorf("listen on %s (the task's own cluster address): %w; if that host is not an address of this machine (a container behind NAT), set GODIST_BIND_ALL=1 to listen on all interfaces", addr, err)
+		}
+		return nil, fmt.Errorf("listen on port %s: %w", port, err)
+	}
+	return lis, nil
 }
 
 // Rank is this endpoint's rank.
@@ -163,6 +228,9 @@ func (g *GRPC) Send(ctx context.Context, to int, tag string, b []byte) error {
 	if to == g.rank {
 		g.deliver(g.rank, tag, append(make([]byte, 0, len(b)), b...))
 		return nil
+	}
+	if err := g.box.lostErr(to); err != nil {
+		return err
 	}
 	l := g.links[to]
 	l.mu.Lock()
@@ -216,6 +284,7 @@ func (g *GRPC) Release(b []byte) { g.bufs.put(b) }
 // Close stops serving, closes the connections and fails pending Recv calls with ErrClosed.
 func (g *GRPC) Close() error {
 	g.closeOnce.Do(func() {
+		close(g.done)
 		g.box.close(ErrClosed)
 		g.srv.Stop()
 		<-g.serveDone
@@ -241,8 +310,18 @@ func (g *GRPC) Close() error {
 			l.stream, l.conn = nil, nil
 			l.mu.Unlock()
 		}
+		g.watchWG.Wait()
+		g.closeCtl()
 	})
 	return nil
+}
+
+func (g *GRPC) closeCtl() {
+	for _, c := range g.ctl {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
 }
 
 func (g *GRPC) connect(ctx context.Context, to int, l *link) error {
@@ -266,6 +345,7 @@ func (g *GRPC) connect(ctx context.Context, to int, l *link) error {
 		return fmt.Errorf("transport: %s answered as rank %d of %d, want rank %d of %d: the tasks disagree on the cluster",
 			g.addrs[to], resp.rank, resp.size, to, len(g.addrs))
 	}
+	g.markSeen(to)
 	if resp.dataPort != 0 && g.dataLis != nil {
 		c, err := g.dialData(ctx, to, resp.dataPort)
 		if err != nil {
@@ -317,9 +397,11 @@ func (g *GRPC) auth(ctx context.Context) (int, error) {
 }
 
 func (g *GRPC) authUnary(ctx context.Context, req any, _ *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if _, err := g.auth(ctx); err != nil {
+	from, err := g.auth(ctx)
+	if err != nil {
 		return nil, err
 	}
+	g.markSeen(from)
 	return h(ctx, req)
 }
 
@@ -372,9 +454,11 @@ var serviceDesc = grpc.ServiceDesc{
 		if !ok {
 			return status.Error(codes.Unauthenticated, "stream without authentication")
 		}
+		g.box.found(rs.from)
 		for {
 			var f frame
 			if err := ss.RecvMsg(&f); err != nil {
+				g.linkLost(rs.from, "its message stream ended", err)
 				if errors.Is(err, io.EOF) {
 					return nil
 				}

@@ -104,6 +104,19 @@ func (g *GRPC) serveDataConn(c net.Conn) {
 	if err != nil {
 		return
 	}
+	g.markSeen(from)
+	g.box.found(from)
+	if err := g.readData(c, from); err != errCut {
+		g.linkLost(from, "its data connection closed", err)
+	}
+}
+
+// errCut ends a data connection that this rank cut itself (Unpost of a message in flight):
+// the peer is not lost, it connects again for its next message.
+var errCut = errors.New("transport: data connection cut by Unpost")
+
+// readData delivers the messages of rank from's data connection until it ends.
+func (g *GRPC) readData(c net.Conn, from int) error {
 	tuneConn(c)
 	// A small buffer for headers: payloads bypass it (bufio reads large requests directly),
 	// so at most a few KiB of each payload are copied twice.
@@ -111,33 +124,36 @@ func (g *GRPC) serveDataConn(c net.Conn) {
 	var hdr [10]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:2]); err != nil {
-			return
+			return err
 		}
 		tag := make([]byte, binary.LittleEndian.Uint16(hdr[:2]))
 		if _, err := io.ReadFull(br, tag); err != nil {
-			return
+			return err
 		}
 		if _, err := io.ReadFull(br, hdr[2:10]); err != nil {
-			return
+			return err
 		}
 		n := binary.LittleEndian.Uint64(hdr[2:10])
 		if n > maxPayload {
-			return
+			return fmt.Errorf("corrupt stream: message of %d bytes", n)
 		}
 		t := string(tag)
 		if p := g.claim(from, t, int(n), c); p != nil {
 			b := p.dst[:n]
 			_, err := io.ReadFull(br, b)
 			g.unclaim(p, from, t, err == nil)
+			if err != nil && p.cut.Load() {
+				return errCut
+			}
 			if err != nil {
-				return
+				return err
 			}
 			g.box.put(from, t, b)
 			continue
 		}
 		b := g.bufs.get(int(n))
 		if _, err := io.ReadFull(br, b); err != nil {
-			return
+			return err
 		}
 		g.deliver(from, t, b)
 	}

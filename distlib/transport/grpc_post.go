@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,7 @@ type post struct {
 	claimed bool          // the reader is writing into dst
 	done    chan struct{} // closed when the reader no longer writes into dst
 	abort   func()        // cuts the claiming reader's connection
+	cut     atomic.Bool   // abort ran: the connection ended by this rank's choice
 }
 
 type posts struct {
@@ -72,7 +74,10 @@ func (g *GRPC) claim(from int, tag string, n int, c net.Conn) *post {
 	}
 	p := ps[j]
 	p.claimed, p.done = true, make(chan struct{})
-	p.abort = func() { _ = c.SetReadDeadline(time.Unix(1, 0)) }
+	p.abort = func() {
+		p.cut.Store(true)
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
 	return p
 }
 

@@ -6,11 +6,13 @@ import (
 )
 
 // mailbox queues incoming messages per (sender, tag), FIFO, without bound, so that a sender
-// never waits for the receiving application: only for the wire.
+// never waits for the receiving application: only for the wire. A sender marked lost fails
+// the gets that find no message of it queued.
 type mailbox struct {
 	mu     sync.Mutex
 	queues map[key]*queue
 	closed error
+	lost   map[int]error // senders whose link was lost, and why
 }
 
 type key struct {
@@ -23,7 +25,7 @@ type queue struct {
 	ready chan struct{} // closed and replaced when a message arrives
 }
 
-func newMailbox() *mailbox { return &mailbox{queues: map[key]*queue{}} }
+func newMailbox() *mailbox { return &mailbox{queues: map[key]*queue{}, lost: map[int]error{}} }
 
 func (m *mailbox) queue(k key) *queue {
 	q := m.queues[k]
@@ -66,6 +68,11 @@ func (m *mailbox) get(ctx context.Context, from int, tag string) ([]byte, error)
 			m.mu.Unlock()
 			return b, nil
 		}
+		if err := m.lost[from]; err != nil {
+			delete(m.queues, k)
+			m.mu.Unlock()
+			return nil, err
+		}
 		ready := q.ready
 		m.mu.Unlock()
 		select {
@@ -74,6 +81,37 @@ func (m *mailbox) get(ctx context.Context, from int, tag string) ([]byte, error)
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// markLost records that the link from sender from was lost (err says how, wrapping
+// ErrPeerLost): its queued messages are still delivered, then gets from it fail with err.
+func (m *mailbox) markLost(from int, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed != nil || m.lost[from] != nil {
+		return
+	}
+	m.lost[from] = err
+	for k, q := range m.queues {
+		if k.from == from {
+			close(q.ready)
+			q.ready = make(chan struct{})
+		}
+	}
+}
+
+// found clears a lost mark: sender from connected again.
+func (m *mailbox) found(from int) {
+	m.mu.Lock()
+	delete(m.lost, from)
+	m.mu.Unlock()
+}
+
+// lostErr returns why the link from sender from was lost, or nil.
+func (m *mailbox) lostErr(from int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.lost[from]
 }
 
 // close fails every present and future get with err.
