@@ -22,6 +22,7 @@ func init() {
 		"CommunicationRing":              reflect.ValueOf(distribute.CommunicationRing),
 		"ComputeAverageLoss":             reflect.ValueOf(distribute.ComputeAverageLoss),
 		"DefaultWorkerReachTimeout":      reflect.ValueOf(distribute.DefaultWorkerReachTimeout),
+		"ErrAutoShard":                   reflect.ValueOf(&distribute.ErrAutoShard).Elem(),
 		"ErrBatchSize":                   reflect.ValueOf(&distribute.ErrBatchSize).Elem(),
 		"ErrCheckpoint":                  reflect.ValueOf(&distribute.ErrCheckpoint).Elem(),
 		"ErrClosureCancelled":            reflect.ValueOf(&distribute.ErrClosureCancelled).Elem(),
@@ -30,6 +31,7 @@ func init() {
 		"ErrDevice":                      reflect.ValueOf(&distribute.ErrDevice).Elem(),
 		"ErrMixedStrategies":             reflect.ValueOf(&distribute.ErrMixedStrategies).Elem(),
 		"ErrPSFailed":                    reflect.ValueOf(&distribute.ErrPSFailed).Elem(),
+		"ErrPSLocalUpdate":               reflect.ValueOf(&distribute.ErrPSLocalUpdate).Elem(),
 		"ErrPartitioner":                 reflect.ValueOf(&distribute.ErrPartitioner).Elem(),
 		"ErrReduceOp":                    reflect.ValueOf(&distribute.ErrReduceOp).Elem(),
 		"ErrReplicaFailed":               reflect.ValueOf(&distribute.ErrReplicaFailed).Elem(),
@@ -47,6 +49,7 @@ func init() {
 		"NewMinSizePartitioner":          reflect.ValueOf(distribute.NewMinSizePartitioner),
 		"NewMirroredStrategy":            reflect.ValueOf(distribute.NewMirroredStrategy),
 		"NewMirroredVariable":            reflect.ValueOf(distribute.NewMirroredVariable),
+		"NewMirroredVariables":           reflect.ValueOf(distribute.NewMirroredVariables),
 		"NewMultiWorkerMirroredStrategy": reflect.ValueOf(distribute.NewMultiWorkerMirroredStrategy),
 		"NewNcclAllReduce":               reflect.ValueOf(distribute.NewNcclAllReduce),
 		"NewOneDeviceStrategy":           reflect.ValueOf(distribute.NewOneDeviceStrategy),
@@ -82,9 +85,11 @@ func init() {
 		"WithWorkerTimeout":              reflect.ValueOf(distribute.WithWorkerTimeout),
 
 		// type definitions
+		"CentralStorageOption":        reflect.ValueOf((*distribute.CentralStorageOption)(nil)),
 		"CentralStorageStrategy":      reflect.ValueOf((*distribute.CentralStorageStrategy)(nil)),
 		"ClusterCoordinator":          reflect.ValueOf((*distribute.ClusterCoordinator)(nil)),
 		"CommunicationImplementation": reflect.ValueOf((*distribute.CommunicationImplementation)(nil)),
+		"Coordinated":                 reflect.ValueOf((*distribute.Coordinated)(nil)),
 		"CrossDeviceOps":              reflect.ValueOf((*distribute.CrossDeviceOps)(nil)),
 		"DefaultStrategy":             reflect.ValueOf((*distribute.DefaultStrategy)(nil)),
 		"DeviceError":                 reflect.ValueOf((*distribute.DeviceError)(nil)),
@@ -95,12 +100,14 @@ func init() {
 		"GradientBucketer":            reflect.ValueOf((*distribute.GradientBucketer)(nil)),
 		"HierarchicalCopyAllReduce":   reflect.ValueOf((*distribute.HierarchicalCopyAllReduce)(nil)),
 		"InputContext":                reflect.ValueOf((*distribute.InputContext)(nil)),
+		"LocalDevicesOption":          reflect.ValueOf((*distribute.LocalDevicesOption)(nil)),
 		"MaxSizePartitioner":          reflect.ValueOf((*distribute.MaxSizePartitioner)(nil)),
 		"MinSizePartitioner":          reflect.ValueOf((*distribute.MinSizePartitioner)(nil)),
 		"MirroredOption":              reflect.ValueOf((*distribute.MirroredOption)(nil)),
 		"MirroredStrategy":            reflect.ValueOf((*distribute.MirroredStrategy)(nil)),
 		"MirroredVariable":            reflect.ValueOf((*distribute.MirroredVariable)(nil)),
 		"MultiWorkerMirroredStrategy": reflect.ValueOf((*distribute.MultiWorkerMirroredStrategy)(nil)),
+		"MultiWorkerOption":           reflect.ValueOf((*distribute.MultiWorkerOption)(nil)),
 		"NcclAllReduce":               reflect.ValueOf((*distribute.NcclAllReduce)(nil)),
 		"NcclFunc":                    reflect.ValueOf((*distribute.NcclFunc)(nil)),
 		"OneDeviceStrategy":           reflect.ValueOf((*distribute.OneDeviceStrategy)(nil)),
@@ -128,11 +135,114 @@ func init() {
 		"WorkerUnreachableError":      reflect.ValueOf((*distribute.WorkerUnreachableError)(nil)),
 
 		// interface wrapper definitions
-		"_CrossDeviceOps":   reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
-		"_GradientBucketer": reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
-		"_Partitioner":      reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
-		"_Strategy":         reflect.ValueOf((*_godist_distlib_distribute_Strategy)(nil)),
+		"_CentralStorageOption": reflect.ValueOf((*_godist_distlib_distribute_CentralStorageOption)(nil)),
+		"_Coordinated":          reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
+		"_CrossDeviceOps":       reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
+		"_GradientBucketer":     reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
+		"_MirroredOption":       reflect.ValueOf((*_godist_distlib_distribute_MirroredOption)(nil)),
+		"_MultiWorkerOption":    reflect.ValueOf((*_godist_distlib_distribute_MultiWorkerOption)(nil)),
+		"_Partitioner":          reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
+		"_Strategy":             reflect.ValueOf((*_godist_distlib_distribute_Strategy)(nil)),
 	}
+}
+
+// _godist_distlib_distribute_CentralStorageOption is an interface wrapper for CentralStorageOption type
+type _godist_distlib_distribute_CentralStorageOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_distribute_Coordinated is an interface wrapper for Coordinated type
+type _godist_distlib_distribute_Coordinated struct {
+	IValue                          interface{}
+	WDistributeDatasetsFromFunction func(fn func(ctx *distribute.InputContext) *data.Dataset) *distribute.DistributedDataset
+	WExperimentalDistributeDataset  func(ds *data.Dataset) *distribute.DistributedDataset
+	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
+	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
+	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
+	WExtendedIsChief                func() bool
+	WExtendedMirrorsVariables       func() bool
+	WExtendedReplicaDevices         func() []string
+	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
+	WExtendedVariableDevice         func() string
+	WExtendedWorker                 func() (index int, count int)
+	WName                           func() string
+	WNewCoordinator                 func() *distribute.ClusterCoordinator
+	WNewVariable                    func(name string, init *tensor.Tensor, trainable bool) *distribute.ShardedVariable
+	WNumReplicasInSync              func() int
+	WNumWorkers                     func() int
+	WReduce                         func(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor
+	WRemoteWorkers                  func() bool
+	WRun                            func(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
+	WRunContext                     func(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
+	WScope                          func(fn func())
+}
+
+func (W _godist_distlib_distribute_Coordinated) DistributeDatasetsFromFunction(fn func(ctx *distribute.InputContext) *data.Dataset) *distribute.DistributedDataset {
+	return W.WDistributeDatasetsFromFunction(fn)
+}
+func (W _godist_distlib_distribute_Coordinated) ExperimentalDistributeDataset(ds *data.Dataset) *distribute.DistributedDataset {
+	return W.WExperimentalDistributeDataset(ds)
+}
+func (W _godist_distlib_distribute_Coordinated) ExperimentalLocalResults(v *distribute.PerReplica) []*tensor.Tensor {
+	return W.WExperimentalLocalResults(v)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedAllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	return W.WExtendedAllReduce(ctx, op, perReplica)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
+	return W.WExtendedAutoShard(op, ds)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedIsChief() bool {
+	return W.WExtendedIsChief()
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedMirrorsVariables() bool {
+	return W.WExtendedMirrorsVariables()
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedReplicaDevices() []string {
+	return W.WExtendedReplicaDevices()
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
+	return W.WExtendedRunReplicas(ctx, fn)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedVariableDevice() string {
+	return W.WExtendedVariableDevice()
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedWorker() (index int, count int) {
+	return W.WExtendedWorker()
+}
+func (W _godist_distlib_distribute_Coordinated) Name() string {
+	return W.WName()
+}
+func (W _godist_distlib_distribute_Coordinated) NewCoordinator() *distribute.ClusterCoordinator {
+	return W.WNewCoordinator()
+}
+func (W _godist_distlib_distribute_Coordinated) NewVariable(name string, init *tensor.Tensor, trainable bool) *distribute.ShardedVariable {
+	return W.WNewVariable(name, init, trainable)
+}
+func (W _godist_distlib_distribute_Coordinated) NumReplicasInSync() int {
+	return W.WNumReplicasInSync()
+}
+func (W _godist_distlib_distribute_Coordinated) NumWorkers() int {
+	return W.WNumWorkers()
+}
+func (W _godist_distlib_distribute_Coordinated) Reduce(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor {
+	return W.WReduce(op, v, axis)
+}
+func (W _godist_distlib_distribute_Coordinated) RemoteWorkers() bool {
+	return W.WRemoteWorkers()
+}
+func (W _godist_distlib_distribute_Coordinated) Run(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica {
+	return W.WRun(fn, inputs)
+}
+func (W _godist_distlib_distribute_Coordinated) RunContext(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica {
+	return W.WRunContext(ctx, fn, inputs)
+}
+func (W _godist_distlib_distribute_Coordinated) Scope(fn func()) {
+	W.WScope(fn)
 }
 
 // _godist_distlib_distribute_CrossDeviceOps is an interface wrapper for CrossDeviceOps type
@@ -167,6 +277,16 @@ func (W _godist_distlib_distribute_GradientBucketer) Wait(ctx context.Context) e
 	return W.WWait(ctx)
 }
 
+// _godist_distlib_distribute_MirroredOption is an interface wrapper for MirroredOption type
+type _godist_distlib_distribute_MirroredOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_distribute_MultiWorkerOption is an interface wrapper for MultiWorkerOption type
+type _godist_distlib_distribute_MultiWorkerOption struct {
+	IValue interface{}
+}
+
 // _godist_distlib_distribute_Partitioner is an interface wrapper for Partitioner type
 type _godist_distlib_distribute_Partitioner struct {
 	IValue     interface{}
@@ -185,6 +305,7 @@ type _godist_distlib_distribute_Strategy struct {
 	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
 	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
 	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
+	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
 	WExtendedIsChief                func() bool
 	WExtendedMirrorsVariables       func() bool
 	WExtendedReplicaDevices         func() []string
@@ -213,6 +334,9 @@ func (W _godist_distlib_distribute_Strategy) ExtendedAllReduce(ctx context.Conte
 }
 func (W _godist_distlib_distribute_Strategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
+}
+func (W _godist_distlib_distribute_Strategy) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
+	return W.WExtendedAutoShard(op, ds)
 }
 func (W _godist_distlib_distribute_Strategy) ExtendedIsChief() bool {
 	return W.WExtendedIsChief()
