@@ -74,6 +74,7 @@ func init() {
 		"StepsPerEpoch":                 reflect.ValueOf(keras.StepsPerEpoch),
 		"StepsPerExecution":             reflect.ValueOf(keras.StepsPerExecution),
 		"TensorBoard":                   reflect.ValueOf(keras.TensorBoard),
+		"TerminateOnNaN":                reflect.ValueOf(keras.TerminateOnNaN),
 		"ValidationData":                reflect.ValueOf(keras.ValidationData),
 		"ValidationSteps":               reflect.ValueOf(keras.ValidationSteps),
 		"Verbose":                       reflect.ValueOf(keras.Verbose),
@@ -110,6 +111,7 @@ func init() {
 		"SidecarOption":                  reflect.ValueOf((*keras.SidecarOption)(nil)),
 		"SidecarResult":                  reflect.ValueOf((*keras.SidecarResult)(nil)),
 		"TensorBoardCallback":            reflect.ValueOf((*keras.TensorBoardCallback)(nil)),
+		"TerminateOnNaNCallback":         reflect.ValueOf((*keras.TerminateOnNaNCallback)(nil)),
 
 		// interface wrapper definitions
 		"_Callback":             reflect.ValueOf((*_godist_distlib_keras_Callback)(nil)),
