@@ -358,9 +358,15 @@ func (e *psTrainer) step(ctx context.Context, batches []data.Element) (stats, bo
 	} else {
 		e.rvs = append(e.rvs, e.coord.Schedule(m.psStep(e.st, e.locals, e.caches, e.mode, batches, seeds, e.metrics)))
 	}
-	// Bound the scheduled functions in flight (memory; a failure shows at epochEnd).
+	// Bound the scheduled functions in flight (memory); a failed one stops the epoch with
+	// the coordinator's error (a lost ps names its task).
 	if window := 4 * e.s.NumWorkers(); len(e.rvs) > window {
-		e.rvs[len(e.rvs)-1-window].FetchContext(ctx)
+		if _, err := e.rvs[len(e.rvs)-1-window].FetchContext(ctx); err != nil {
+			if jerr := e.coord.Join(); jerr != nil {
+				err = jerr
+			}
+			return stats{}, false, fmt.Errorf("under ParameterServerStrategy: %w", err)
+		}
 	}
 	return e.sofar.fold(e.rvs), false, nil
 }
