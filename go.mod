@@ -32,3 +32,5 @@ require (
 	gorgonia.org/vecf32 v0.9.0 // indirect
 	gorgonia.org/vecf64 v0.9.0 // indirect
 )
+
+replace github.com/traefik/yaegi => ./third_party/yaegi

@@ -535,12 +535,14 @@ func (k *Kernel) execute(m *Message, arrived time.Time) {
 			k.hist.Add(count, req.Code, nil)
 		}
 		k.publish(m, "error", map[string]any{"ename": ee.Name, "evalue": ee.Value, "traceback": ee.Traceback})
+		if stopOnError {
+			// Before the reply: a request the front end sends once it has the reply
+			// arrives after this instant and runs.
+			k.abortBefore = time.Now()
+		}
 		k.send(k.shell, &k.shellMu, m, "execute_reply", map[string]any{"status": "error",
 			"execution_count": count, "ename": ee.Name, "evalue": ee.Value, "traceback": ee.Traceback,
 			"user_expressions": map[string]any{}, "payload": []any{}})
-		if stopOnError {
-			k.abortBefore = time.Now()
-		}
 		return
 	}
 	var text *string

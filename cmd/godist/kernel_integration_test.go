@@ -160,6 +160,28 @@ func TestKernelProtocol(t *testing.T) {
 	}
 }
 
+// TestKernelState runs the jupyter_client tests of issue 12's "State and control": the
+// session after interrupts, deep recursion, a dead parent, restarts and redefinitions.
+func TestKernelState(t *testing.T) {
+	kernelRunScript(t, "testdata/state.py")
+}
+
+// kernelRunScript runs a unittest script of testdata against the installed kernel and
+// fails with its output when a test fails.
+func kernelRunScript(t *testing.T, script string) {
+	t.Helper()
+	kernelNeedPython(t, "jupyter_client")
+	env := kernelEnv(t)
+	path, _ := filepath.Abs(script)
+	out, err := kernelRun(t, env, 5*time.Minute, kernelPython, path)
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, out)
+	}
+	if n := len(kernelTestLine.FindAllString(out, -1)); n == 0 {
+		t.Errorf("%s ran no test\n%s", script, out)
+	}
+}
+
 func TestOffsets(t *testing.T) {
 	tests := []struct {
 		s          string

@@ -1,0 +1,34 @@
+"""Issue 12, "State and control": the kernel's state after interrupts, deep recursion, a dead
+parent, restarts and redefinitions, through jupyter_client."""
+import time
+import unittest
+
+from kernelcase import KernelCase
+
+
+class StateTests(KernelCase):
+    def interrupt_sleep(self):
+        self.ok('import "time"')
+        msg_id = self.start("time.Sleep(time.Hour)")
+        time.sleep(0.3)
+        self.km.interrupt_kernel()
+        reply = self.reply_to(msg_id, timeout=10)
+        self.assertEqual(reply["content"]["ename"], "Interrupted", reply["content"])
+
+    def test_function_values_survive_interrupt(self):
+        self.ok('f := func(x int) int { return x + 1 }\n'
+                'var g = func(x int) int { return x * 2 }\n'
+                'scale := map[string]func(float64) float64{"half": func(v float64) float64 { return v / 2 }}\n'
+                'ch := make(chan int, 1)\n'
+                'send := func(v int) int { ch <- v; r := <-ch; return r }')
+        self.interrupt_sleep()
+        for code, want in [("f(1)", "2"), ("g(3)", "6"), ('scale["half"](3)', "1.5"), ("send(7)", "7")]:
+            self.assertEqual(self.ok(code)[1], want, code)
+        # A second interrupt, and a closure made after the first one.
+        self.ok("h := func() int { return f(10) }")
+        self.interrupt_sleep()
+        self.assertEqual(self.ok("h()")[1], "11")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
