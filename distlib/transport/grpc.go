@@ -534,3 +534,12 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	}
 	return fmt.Errorf("transport: raw codec cannot unmarshal into %T", v)
 }
+
+// DataAddr is the address of this endpoint's data port, or nil with GRPCOptions.GRPCOnly
+// (or a group of one).
+func (g *GRPC) DataAddr() net.Addr {
+	if g.dataLis == nil {
+		return nil
+	}
+	return g.dataLis.Addr()
+}
