@@ -47,15 +47,19 @@ type PeerUnavailableError struct {
 func (e *PeerUnavailableError) Error() string {
 	what := "is unavailable"
 	switch {
-	case e.Op == opJoin:
-		what = fmt.Sprintf("did not connect within %v", e.Wait)
 	case errors.Is(e.Err, transport.ErrPeerLost):
 		what = "was lost"
+	case e.Op == opJoin:
+		what = fmt.Sprintf("did not connect within %v", e.Wait)
 	case errors.Is(e.Err, context.DeadlineExceeded):
 		what = fmt.Sprintf("did not answer within %v", e.Wait)
 	}
-	return fmt.Sprintf("distribute: %s %s during %s: %v; the job cannot go on without it: restart the job (every task; keras.BackupAndRestore resumes from the last epoch)",
-		e.taskName(), what, e.Op, e.Err)
+	during := "during " + e.Op
+	if e.Op == opJoin {
+		during = "while " + e.Op
+	}
+	return fmt.Sprintf("distribute: %s %s %s: %v; the job cannot go on without it: restart the job (every task; keras.BackupAndRestore resumes from the last epoch)",
+		e.taskName(), what, during, e.Err)
 }
 
 func (e *PeerUnavailableError) taskName() string {
@@ -140,7 +144,12 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 				return
 			}
 			if failed == nil && ctx.Err() == nil {
-				failed = fmt.Errorf("distribute: worker %d of %d: %s: %s: %w", s.worker, s.workers, opJoin, s.peer(r), err)
+				if errors.Is(err, transport.ErrPeerLost) {
+					p := s.peer(r)
+					failed = &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: opJoin, Err: err}
+				} else {
+					failed = fmt.Errorf("%s: %w", s.peer(r), err)
+				}
 				cancel()
 			}
 		}()

@@ -85,13 +85,21 @@ func TestMultiWorkerNeverJoined(t *testing.T) {
 		name      string
 		timeout   time.Duration
 		interrupt bool
+		closed    bool // worker 1 came and closed before worker 0 joined
+		want      []string
 	}{
-		{"communication timeout", 200 * time.Millisecond, false},
-		{"interrupted", time.Minute, true},
+		{"communication timeout", 200 * time.Millisecond, false, false,
+			[]string{"worker 1 did not connect within", "while waiting for the cluster", "worker 2 missing too", "restart the job"}},
+		{"interrupted", time.Minute, true, false, nil},
+		{"lost before joining", time.Minute, false, true,
+			[]string{"worker 1 was lost while waiting for the cluster", "rank 1 closed its endpoint", "restart the job"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			mems := transport.NewMem(3)
 			defer mems[0].Close()
+			if tc.closed {
+				mems[1].Close()
+			}
 			s := NewMultiWorkerMirroredStrategy(WithTransport(mems[0]), WithCommunicationTimeout(tc.timeout))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
@@ -113,7 +121,7 @@ func TestMultiWorkerNeverJoined(t *testing.T) {
 			if !errors.As(err, &pu) || pu.Task != "worker" || pu.Index != 1 || pu.Op != opJoin {
 				t.Fatalf("all-reduce without the other workers = %v, want *PeerUnavailableError for worker 1 waiting for the cluster", err)
 			}
-			for _, want := range []string{"worker 1 did not connect within", "worker 2 missing too", "restart the job"} {
+			for _, want := range tc.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not say %q", err, want)
 				}
