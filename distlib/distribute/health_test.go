@@ -202,15 +202,7 @@ func TestMultiWorkerListensOnTFConfigHost(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv(cluster.BindAllEnv, tc.env)
-			addrs := make([]string, 2)
-			for i := range addrs {
-				l, err := net.Listen("tcp", "127.0.0.1:0")
-				if err != nil {
-					t.Skipf("no loopback TCP: %v", err)
-				}
-				addrs[i] = l.Addr().String()
-				l.Close()
-			}
+			addrs := loopbackAddrs(t, 2)
 			spec, err := cluster.NewClusterSpec(map[string][]string{"worker": addrs})
 			if err != nil {
 				t.Fatal(err)

@@ -24,6 +24,16 @@ func (g *GRPC) markSeen(from int) {
 	g.seenOnce[from].Do(func() { close(g.seen[from]) })
 }
 
+// wasSeen reports whether rank r answered or called this rank before.
+func (g *GRPC) wasSeen(r int) bool {
+	select {
+	case <-g.seen[r]:
+		return true
+	default:
+		return false
+	}
+}
+
 // linkLost marks rank from lost because a connection from it ended (how, with err), unless
 // this endpoint is closing.
 func (g *GRPC) linkLost(from int, how string, err error) {

@@ -278,3 +278,40 @@ func TestGRPCHealthCheckSilentPeer(t *testing.T) {
 		t.Errorf("frozen peer found lost after %v, want about the 300ms health-check timeout", d)
 	}
 }
+
+// TestGRPCSendToLostPeer: a peer this rank only sends to (it never connected back) is found
+// lost by the sends themselves once it closes: its data connection breaks, and connecting
+// again is refused at once instead of waiting for the peer to come back.
+func TestGRPCSendToLostPeer(t *testing.T) {
+	leakcheck.Check(t)
+	g := startGroup(t, "k", "k")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g[1].Ping(ctx, 0); err != nil { // rank 0 sees rank 1, with no data connection from it
+		t.Fatal(err)
+	}
+	if err := g[0].Send(ctx, 1, "t", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g[1].Recv(ctx, 0, "t"); err != nil {
+		t.Fatal(err)
+	}
+	g[1].Close()
+	start := time.Now()
+	var err error
+	for err == nil && time.Since(start) < 15*time.Second {
+		err = g[0].Send(ctx, 1, "t", make([]byte, 64<<10))
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("Send to a closed peer = %v after %v, want ErrPeerLost naming rank 1", err, time.Since(start))
+	}
+	start = time.Now()
+	err = g[0].Send(ctx, 1, "t", []byte("x")) // connects again: refused
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "no longer accepts connections") {
+		t.Errorf("Send after the link broke = %v, want ErrPeerLost: no longer accepts connections", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Send after the link broke took %v, want prompt", d)
+	}
+}
