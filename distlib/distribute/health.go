@@ -109,12 +109,12 @@ func (s *MultiWorkerMirroredStrategy) unavailable(op string, err error) error {
 	return &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: op, Wait: s.timeout, Err: err}
 }
 
-// join waits until every other worker answers (collective.Pinger; transports without it
+// join waits until every other worker has been up (collective.PeerWaiter; transports without it
 // are not waited for), logging the tasks that have not connected yet after waitLogGrace and
 // then every waitLogInterval. It returns an error naming a task that did not connect before
 // ctx ended, or one that refused this worker.
 func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
-	pg, ok := s.t.(collective.Pinger)
+	pg, ok := s.t.(collective.PeerWaiter)
 	if !ok || s.workers <= 1 {
 		return nil
 	}
@@ -136,7 +136,7 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := pg.Ping(ctx, r)
+			err := pg.WaitPeer(ctx, r)
 			mu.Lock()
 			defer mu.Unlock()
 			if err == nil {

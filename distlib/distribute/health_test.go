@@ -226,3 +226,40 @@ func TestMultiWorkerListensOnTFConfigHost(t *testing.T) {
 		})
 	}
 }
+
+// TestMultiWorkerChiefDoneFirst: the chief broadcasts and closes (its process ends) before
+// worker 1 reaches the broadcast: worker 1 still joins and receives the chief's values; only
+// a later collective finds the chief lost.
+func TestMultiWorkerChiefDoneFirst(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 1)
+	captureLog(t)
+	addrs := loopbackAddrs(t, 2)
+	spec, err := cluster.NewClusterSpec(map[string][]string{"worker": addrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ss := make([]*MultiWorkerMirroredStrategy, 2)
+	for w := range ss {
+		r, err := cluster.NewSimpleClusterResolver(spec, "worker", w, "grpc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ss[w] = NewMultiWorkerMirroredStrategy(WithClusterResolver(r), WithClusterToken("test-token"), WithCommunicationTimeout(20*time.Second))
+		defer ss[w].Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := BroadcastFromChiefContext(ctx, ss[0], []*tensor.Tensor{vec(7)}); err != nil {
+		t.Fatalf("chief: BroadcastFromChief = %v", err)
+	}
+	ss[0].Close()
+	got, err := BroadcastFromChiefContext(ctx, ss[1], []*tensor.Tensor{vec(1)})
+	if err != nil || got[0].Data()[0] != 7 {
+		t.Fatalf("worker 1 after the chief closed: BroadcastFromChief = %v, %v; want [7]", got, err)
+	}
+	var pu *PeerUnavailableError
+	if err := ss[1].BarrierContext(ctx); !errors.As(err, &pu) || pu.Index != 0 {
+		t.Fatalf("worker 1: Barrier after the chief closed = %v, want *PeerUnavailableError for worker 0", err)
+	}
+}

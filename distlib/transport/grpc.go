@@ -102,7 +102,7 @@ var (
 	_ collective.Transport = (*GRPC)(nil)
 	_ collective.Releaser  = (*GRPC)(nil)
 	_ collective.Poster    = (*GRPC)(nil)
-	_ collective.Pinger    = (*GRPC)(nil)
+	_ collective.PeerWaiter = (*GRPC)(nil)
 )
 
 type link struct {
