@@ -99,9 +99,9 @@ type GRPC struct {
 type healthConfig struct{ interval, timeout time.Duration }
 
 var (
-	_ collective.Transport = (*GRPC)(nil)
-	_ collective.Releaser  = (*GRPC)(nil)
-	_ collective.Poster    = (*GRPC)(nil)
+	_ collective.Transport  = (*GRPC)(nil)
+	_ collective.Releaser   = (*GRPC)(nil)
+	_ collective.Poster     = (*GRPC)(nil)
 	_ collective.PeerWaiter = (*GRPC)(nil)
 )
 

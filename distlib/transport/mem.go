@@ -38,7 +38,7 @@ type Mem struct {
 }
 
 var (
-	_ collective.Transport = (*Mem)(nil)
+	_ collective.Transport  = (*Mem)(nil)
 	_ collective.PeerWaiter = (*Mem)(nil)
 )
 
