@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 
 	"godist/distlib/transport"
 )
@@ -13,12 +14,27 @@ import (
 // sets it to a fresh random value for every job.
 const TokenEnv = "GODIST_CLUSTER_TOKEN"
 
+// BindAllEnv is the environment variable that, set to 1 (or true), makes a task listen on
+// all interfaces (0.0.0.0) instead of the host its cluster address names: for containers,
+// where the address the cluster uses is not an address of the container itself. By default
+// a task listens only on its own address's host (127.0.0.1 in a one-machine cluster).
+const BindAllEnv = "GODIST_BIND_ALL"
+
+// BindAllFromEnv reports whether GODIST_BIND_ALL asks tasks to listen on all interfaces.
+func BindAllFromEnv() bool {
+	v, err := strconv.ParseBool(os.Getenv(BindAllEnv))
+	return err == nil && v
+}
+
 // ServerOptions configures NewServer.
 type ServerOptions struct {
 	// Token is the cluster token; "" reads GODIST_CLUSTER_TOKEN.
 	Token string
-	// Listener, if set, is where the server listens instead of its task address's port.
+	// Listener, if set, is where the server listens instead of its task address.
 	Listener net.Listener
+	// BindAll listens on all interfaces (0.0.0.0) at the task address's port instead of on
+	// the task address itself; GODIST_BIND_ALL=1 does the same.
+	BindAll bool
 }
 
 // Server is this task's endpoint in the cluster (tf.distribute.Server): a gRPC transport
@@ -57,7 +73,8 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 	for i, t := range tasks {
 		addrs[i], _ = spec.TaskAddress(t.Type, t.Index)
 	}
-	tr, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token, Listener: opts.Listener})
+	tr, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token, Listener: opts.Listener,
+		BindAll: opts.BindAll || BindAllFromEnv()})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
 	}

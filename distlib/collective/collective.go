@@ -35,11 +35,13 @@ type Transport interface {
 	Recv(ctx context.Context, from int, tag string) ([]byte, error)
 }
 
-// Pinger is an optional upgrade of Transport for joining a group: Ping waits until rank is
-// up and answers (a peer that has not started yet is waited for, until ctx ends), and fails
-// at once when the transport knows rank is lost.
-type Pinger interface {
-	Ping(ctx context.Context, rank int) error
+// PeerWaiter is an optional upgrade of Transport for joining a group: WaitPeer waits until
+// rank has been up (it answered or called this rank; one that has not started yet is waited
+// for, until ctx ends). It returns nil at once for a rank seen before, even one lost since,
+// whose messages may still be queued (receives report the loss once they are read), and
+// fails for a rank the transport found lost without ever seeing it.
+type PeerWaiter interface {
+	WaitPeer(ctx context.Context, rank int) error
 }
 
 // ReduceOp says how all-reduce combines the values of the ranks.

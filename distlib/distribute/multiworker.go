@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"godist/distlib/cell"
 	"godist/distlib/cluster"
 	"godist/distlib/collective"
 	"godist/distlib/tensor"
@@ -47,11 +48,14 @@ func (c CommunicationImplementation) String() string {
 var ErrCluster = errors.New("distribute: bad cluster")
 
 type multiOptions struct {
-	resolver cluster.Resolver
-	t        collective.Transport
-	comm     CommunicationImplementation
-	timeout  time.Duration
-	token    string
+	resolver       cluster.Resolver
+	t              collective.Transport
+	comm           CommunicationImplementation
+	timeout        time.Duration
+	token          string
+	bindAll        bool
+	healthInterval time.Duration
+	healthTimeout  time.Duration
 }
 
 // WithClusterResolver sets where NewMultiWorkerMirroredStrategy learns the cluster (by
@@ -85,6 +89,21 @@ func WithClusterToken(token string) MultiWorkerOption {
 	return multiWorkerOption(func(o *options) { o.multi().token = token })
 }
 
+// WithBindAll makes the worker listen on all interfaces (0.0.0.0) at its port instead of
+// on the host TF_CONFIG names for it (127.0.0.1 in a one-machine cluster), for containers
+// whose cluster address is not one of their own; GODIST_BIND_ALL=1 does the same.
+func WithBindAll() MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().bindAll = true })
+}
+
+// WithHealthCheck sets how often a worker checks each other worker (default
+// DefaultHealthCheckInterval; negative: never) and how long it waits for an answer (default
+// DefaultHealthCheckTimeout). A worker that fails a check is lost: the step fails with a
+// *PeerUnavailableError naming it. A worker whose connection closes is lost at once anyway.
+func WithHealthCheck(interval, timeout time.Duration) MultiWorkerOption {
+	return multiWorkerOption(func(o *options) { o.multi().healthInterval, o.multi().healthTimeout = interval, timeout })
+}
+
 func (o *options) multi() *multiOptions {
 	if o.mw == nil {
 		o.mw = &multiOptions{}
@@ -105,8 +124,11 @@ type MultiWorkerMirroredStrategy struct {
 	timeout time.Duration
 	comm    CommunicationImplementation
 
-	mu  sync.Mutex // serializes cross-worker collectives; all workers issue them in the same order
-	seq uint64
+	peers []peerTask // the task of every rank (worker i of n without a cluster)
+
+	mu     sync.Mutex // serializes cross-worker collectives; all workers issue them in the same order
+	seq    uint64
+	joined bool // every worker answered once (join)
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:
@@ -149,6 +171,10 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	if mo.t != nil {
 		s.t = mo.t
 		s.worker, s.workers, s.chief = mo.t.Rank(), mo.t.Size(), mo.t.Rank() == 0
+		s.peers = make([]peerTask, s.workers)
+		for r := range s.peers {
+			s.peers[r] = peerTask{task: cluster.Task{Type: cluster.Worker, Index: r}}
+		}
 		logf("INFO", "MultiWorkerMirroredStrategy with worker %d of %d over %T, local_devices = (%s), communication = %v",
 			s.worker, s.workers, mo.t, quoteList(devs), s.comm)
 	} else {
@@ -199,18 +225,31 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 		return nil
 	}
 	addrs := make([]string, len(tasks))
+	s.peers = make([]peerTask, len(tasks))
 	for i, t := range tasks {
 		a, err := spec.TaskAddress(t.Type, t.Index)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrCluster, err)
 		}
 		addrs[i] = a
+		s.peers[i] = peerTask{task: t, addr: a}
 	}
 	token := mo.token
 	if token == "" {
-		token = os.Getenv("GODIST_CLUSTER_TOKEN")
+		token = os.Getenv(cluster.TokenEnv)
 	}
-	g, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token})
+	hi, ht := mo.healthInterval, mo.healthTimeout
+	if hi == 0 {
+		hi = DefaultHealthCheckInterval
+	}
+	if ht <= 0 {
+		ht = DefaultHealthCheckTimeout
+	}
+	if hi < 0 {
+		hi = 0
+	}
+	g, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token,
+		BindAll: mo.bindAll || cluster.BindAllFromEnv(), HealthCheckInterval: hi, HealthCheckTimeout: ht})
 	if err != nil {
 		return fmt.Errorf("distribute: MultiWorkerMirroredStrategy worker %d: %w", rank, err)
 	}
@@ -232,25 +271,50 @@ func (s *MultiWorkerMirroredStrategy) Close() error {
 // Communication returns the cross-worker implementation.
 func (s *MultiWorkerMirroredStrategy) Communication() CommunicationImplementation { return s.comm }
 
-// collective runs fn with a context bounded by the communication timeout and a tag that is
-// the same on every worker for the same call.
-func (s *MultiWorkerMirroredStrategy) collective(name string, fn func(ctx context.Context, opts []collective.Option) error) error {
+// collective runs fn with the caller's ctx bounded by the communication timeout and a tag
+// that is the same on every worker for the same call. Before the first collective it waits
+// for every worker to connect (join), naming those that have not. A worker lost or silent
+// during fn gives a *PeerUnavailableError; an interrupt (ctx ended) gives ctx's error.
+func (s *MultiWorkerMirroredStrategy) collective(ctx context.Context, name string, fn func(ctx context.Context, opts []collective.Option) error) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.seq++
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
+	if !s.joined {
+		if err := s.join(cctx); err != nil {
+			return s.stepError(ctx, opJoin, err)
+		}
+		s.joined = true
+	}
+	s.seq++
 	opts := []collective.Option{
 		collective.Tag(fmt.Sprintf("mwms/%s/%d", name, s.seq)),
 		collective.CommunicationOptions{Timeout: s.timeout},
 	}
-	if err := fn(ctx, opts); err != nil {
-		return fmt.Errorf("distribute: worker %d of %d: %s: %w", s.worker, s.workers, name, err)
+	if err := fn(cctx, opts); err != nil {
+		return s.stepError(ctx, name, err)
 	}
 	return nil
 }
 
-// allReduceWorkers sums the tensors across workers in one packed ring all-reduce.
+// stepError describes the failure err of op, run under the caller's ctx: ctx's own error
+// when ctx ended (an interrupt), a *PeerUnavailableError when a worker was lost or silent.
+func (s *MultiWorkerMirroredStrategy) stepError(ctx context.Context, op string, err error) error {
+	if ctx.Err() != nil {
+		return fmt.Errorf("distribute: worker %d of %d: %s stopped: %w", s.worker, s.workers, op, context.Cause(ctx))
+	}
+	var pu *PeerUnavailableError
+	if errors.As(err, &pu) {
+		return err
+	}
+	if u := s.unavailable(op, err); u != nil {
+		return u
+	}
+	return fmt.Errorf("distribute: worker %d of %d: %s: %w", s.worker, s.workers, op, err)
+}
+
+// allReduceWorkers sums the tensors across workers in one packed ring all-reduce, under the
+// caller's ctx (bounded by the communication timeout).
 func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op ReduceOp, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	total := 0
 	for _, t := range ts {
@@ -264,7 +328,7 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 	if op == ReduceMean {
 		cop = collective.Mean
 	}
-	if err := s.collective("allreduce", func(ctx context.Context, opts []collective.Option) error {
+	if err := s.collective(ctx, "allreduce", func(ctx context.Context, opts []collective.Option) error {
 		return collective.AllReduce(ctx, s.t, buf, cop, opts...)
 	}); err != nil {
 		return nil, err
@@ -278,13 +342,18 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 	return out, nil
 }
 
-// broadcastFromChief returns the chief's value of t on every worker.
+// broadcastFromChief is broadcastFromChiefContext with the running cell's context.
 func (s *MultiWorkerMirroredStrategy) broadcastFromChief(t *tensor.Tensor) (*tensor.Tensor, error) {
+	return s.broadcastFromChiefContext(cell.Context(), t)
+}
+
+// broadcastFromChiefContext returns the chief's value of t on every worker.
+func (s *MultiWorkerMirroredStrategy) broadcastFromChiefContext(ctx context.Context, t *tensor.Tensor) (*tensor.Tensor, error) {
 	if s.workers <= 1 {
 		return t, nil
 	}
 	buf := append([]float32(nil), t.Data()...)
-	if err := s.collective("broadcast", func(ctx context.Context, opts []collective.Option) error {
+	if err := s.collective(ctx, "broadcast", func(ctx context.Context, opts []collective.Option) error {
 		return collective.Broadcast(ctx, s.t, buf, 0, opts...)
 	}); err != nil {
 		return nil, err
@@ -292,12 +361,19 @@ func (s *MultiWorkerMirroredStrategy) broadcastFromChief(t *tensor.Tensor) (*ten
 	return newOn(t.Device(), t.Shape(), buf), nil
 }
 
-// Barrier waits until every worker reaches it.
+// Barrier waits until every worker reaches it, or until the running notebook cell is
+// interrupted (BarrierContext with cell.Context()).
 func (s *MultiWorkerMirroredStrategy) Barrier() error {
+	return s.BarrierContext(cell.Context())
+}
+
+// BarrierContext waits until every worker reaches it or ctx ends. A worker that is lost
+// or does not answer within the communication timeout gives a *PeerUnavailableError.
+func (s *MultiWorkerMirroredStrategy) BarrierContext(ctx context.Context) error {
 	if s.workers <= 1 {
 		return nil
 	}
-	return s.collective("barrier", func(ctx context.Context, opts []collective.Option) error {
+	return s.collective(ctx, "barrier", func(ctx context.Context, opts []collective.Option) error {
 		return collective.Barrier(ctx, s.t, opts...)
 	})
 }
@@ -306,6 +382,7 @@ func (s *MultiWorkerMirroredStrategy) Barrier() error {
 // variable values.
 type chiefBroadcaster interface {
 	broadcastFromChief(t *tensor.Tensor) (*tensor.Tensor, error)
+	broadcastFromChiefContext(ctx context.Context, t *tensor.Tensor) (*tensor.Tensor, error)
 }
 
 // BroadcastFromChief returns the chief worker's values of ts on every worker of s (ts
@@ -313,13 +390,18 @@ type chiefBroadcaster interface {
 // shapes in the same order; library code that creates variables without NewVariable calls
 // it so that all workers start from the same weights.
 func BroadcastFromChief(s Strategy, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	return BroadcastFromChiefContext(cell.Context(), s, ts)
+}
+
+// BroadcastFromChiefContext is BroadcastFromChief bounded by ctx: it stops when ctx ends.
+func BroadcastFromChiefContext(ctx context.Context, s Strategy, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	bc, ok := s.(chiefBroadcaster)
 	if !ok {
 		return ts, nil
 	}
 	out := make([]*tensor.Tensor, len(ts))
 	for i, t := range ts {
-		v, err := bc.broadcastFromChief(t)
+		v, err := bc.broadcastFromChiefContext(ctx, t)
 		if err != nil {
 			return nil, err
 		}

@@ -3,7 +3,6 @@ package distribute
 import (
 	"errors"
 	"fmt"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -176,15 +175,7 @@ func TestMultiWorkerGRPC(t *testing.T) {
 	leakcheck.Check(t)
 	splitCPU(t, 1)
 	captureLog(t)
-	addrs := make([]string, 2)
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Skipf("no loopback TCP: %v", err)
-		}
-		addrs[i] = l.Addr().String()
-		l.Close()
-	}
+	addrs := loopbackAddrs(t, 2)
 	spec, err := cluster.NewClusterSpec(map[string][]string{"worker": addrs})
 	if err != nil {
 		t.Fatal(err)

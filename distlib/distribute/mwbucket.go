@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"godist/distlib/cell"
 	"godist/distlib/collective"
 )
 
@@ -28,6 +29,17 @@ func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, buck
 		return nil, nil
 	}
 	s.mu.Lock()
+	if !s.joined {
+		ctx := cell.Context()
+		jctx, cancel := context.WithTimeout(ctx, s.timeout)
+		err := s.join(jctx)
+		cancel()
+		if err != nil {
+			s.mu.Unlock()
+			return nil, s.stepError(ctx, opJoin, err)
+		}
+		s.joined = true
+	}
 	s.seq++
 	id := s.seq
 	s.mu.Unlock()
@@ -37,8 +49,30 @@ func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, buck
 	if err != nil {
 		return nil, fmt.Errorf("distribute: worker %d of %d: %w", s.worker, s.workers, err)
 	}
-	return b, nil
+	return &mwBucketer{s: s, b: b}, nil
 }
+
+// mwBucketer names the worker that a failed bucket lost (*PeerUnavailableError).
+type mwBucketer struct {
+	s *MultiWorkerMirroredStrategy
+	b *collective.Bucketer
+}
+
+func (m *mwBucketer) Add(i int, grad []float32) error {
+	if err := m.b.Add(i, grad); err != nil {
+		return m.s.stepError(context.Background(), "allreduce", err)
+	}
+	return nil
+}
+
+func (m *mwBucketer) Wait(ctx context.Context) error {
+	if err := m.b.Wait(ctx); err != nil {
+		return m.s.stepError(ctx, "allreduce", err)
+	}
+	return nil
+}
+
+func (m *mwBucketer) NumBuckets() int { return m.b.NumBuckets() }
 
 // ExtendedTimeout returns how long the strategy waits for another worker.
 func (s *MultiWorkerMirroredStrategy) ExtendedTimeout() time.Duration { return s.timeout }

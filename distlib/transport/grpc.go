@@ -99,10 +99,10 @@ type GRPC struct {
 type healthConfig struct{ interval, timeout time.Duration }
 
 var (
-	_ collective.Transport = (*GRPC)(nil)
-	_ collective.Releaser  = (*GRPC)(nil)
-	_ collective.Poster    = (*GRPC)(nil)
-	_ collective.Pinger    = (*GRPC)(nil)
+	_ collective.Transport  = (*GRPC)(nil)
+	_ collective.Releaser   = (*GRPC)(nil)
+	_ collective.Poster     = (*GRPC)(nil)
+	_ collective.PeerWaiter = (*GRPC)(nil)
 )
 
 type link struct {
@@ -248,7 +248,8 @@ func (g *GRPC) Send(ctx context.Context, to int, tag string, b []byte) error {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			return fmt.Errorf("transport: rank %d at %s: data connection: %w", to, g.addrs[to], err)
+			// The link is reset: the next Send connects again, or finds the peer gone.
+			return fmt.Errorf("%w: rank %d at %s: its data connection failed: %v", ErrPeerLost, to, g.addrs[to], err)
 		}
 		return nil
 	}
@@ -335,9 +336,17 @@ func (g *GRPC) connect(ctx context.Context, to int, l *link) error {
 	md := callerMD(g.token, g.rank)
 	var resp hello
 	req := hello{rank: uint32(g.rank), size: uint32(len(g.addrs))}
-	if err := l.conn.Invoke(metadata.NewOutgoingContext(ctx, md), helloMethod, &req, &resp, grpc.WaitForReady(true)); err != nil {
+	// A peer not seen yet may still be starting: wait for it. One seen before that refuses
+	// now is gone: fail at once instead of waiting for the communication timeout.
+	seen := g.wasSeen(to)
+	if err := l.conn.Invoke(metadata.NewOutgoingContext(ctx, md), helloMethod, &req, &resp, grpc.WaitForReady(!seen)); err != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("transport: rank %d at %s did not answer: %w", to, g.addrs[to], ctx.Err())
+		}
+		if seen && status.Code(err) == codes.Unavailable {
+			lost := fmt.Errorf("%w: rank %d at %s: it no longer accepts connections (%v)", ErrPeerLost, to, g.addrs[to], err)
+			g.box.markLost(to, lost)
+			return lost
 		}
 		return g.rpcError(to, err)
 	}
@@ -533,4 +542,13 @@ func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 		return nil
 	}
 	return fmt.Errorf("transport: raw codec cannot unmarshal into %T", v)
+}
+
+// DataAddr is the address of this endpoint's data port, or nil with GRPCOptions.GRPCOnly
+// (or a group of one).
+func (g *GRPC) DataAddr() net.Addr {
+	if g.dataLis == nil {
+		return nil
+	}
+	return g.dataLis.Addr()
 }

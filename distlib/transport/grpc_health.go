@@ -24,6 +24,16 @@ func (g *GRPC) markSeen(from int) {
 	g.seenOnce[from].Do(func() { close(g.seen[from]) })
 }
 
+// wasSeen reports whether rank r answered or called this rank before.
+func (g *GRPC) wasSeen(r int) bool {
+	select {
+	case <-g.seen[r]:
+		return true
+	default:
+		return false
+	}
+}
+
 // linkLost marks rank from lost because a connection from it ended (how, with err), unless
 // this endpoint is closing.
 func (g *GRPC) linkLost(from int, how string, err error) {
@@ -38,18 +48,16 @@ func (g *GRPC) linkLost(from int, how string, err error) {
 	g.box.markLost(from, fmt.Errorf("%w: rank %d at %s: %s (%v)", ErrPeerLost, from, g.addrs[from], how, err))
 }
 
-// Ping waits until rank answers a handshake on this endpoint's control connection to it (a
-// peer that has not started yet is waited for) or ctx ends. It fails at once for a peer
-// already lost and for one that refuses the cluster token.
-func (g *GRPC) Ping(ctx context.Context, rank int) error {
+// WaitPeer waits until rank has answered a handshake on this endpoint's control connection
+// or called this endpoint (a peer that has not started yet is waited for), or ctx ends. It
+// returns nil at once for a peer seen before, even one lost since (its queued messages are
+// still received; then receives fail), and fails for one that refuses the cluster token.
+func (g *GRPC) WaitPeer(ctx context.Context, rank int) error {
 	if rank < 0 || rank >= len(g.addrs) {
-		return fmt.Errorf("transport: ping rank %d outside group of %d", rank, len(g.addrs))
+		return fmt.Errorf("transport: wait for rank %d outside group of %d", rank, len(g.addrs))
 	}
-	if rank == g.rank {
+	if rank == g.rank || g.wasSeen(rank) {
 		return nil
-	}
-	if err := g.box.lostErr(rank); err != nil {
-		return err
 	}
 	if err := g.hello(ctx, rank, true); err != nil {
 		if ctx.Err() != nil {

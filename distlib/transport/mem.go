@@ -18,13 +18,13 @@ import (
 // ErrClosed is returned by Send and Recv on a closed transport.
 var ErrClosed = errors.New("transport: closed")
 
-// ErrPeerLost is wrapped by the errors of Send, Recv and Ping about a peer whose link was
+// ErrPeerLost is wrapped by the errors of Send, Recv and WaitPeer about a peer whose link was
 // lost: its connection closed (the process ended or was killed), it closed its endpoint, or
 // it stopped answering health checks. Messages it sent before are still received.
 var ErrPeerLost = errors.New("transport: peer lost")
 
 // Mem is one rank's endpoint of an in-memory group made by NewMem. An endpoint is up from
-// its first Send, Recv or Ping (the way a process joins its cluster when it first talks)
+// its first Send, Recv or WaitPeer (the way a process joins its cluster when it first talks)
 // until Close, which the other endpoints see as the loss of that peer.
 type Mem struct {
 	rank  int
@@ -32,14 +32,14 @@ type Mem struct {
 	box   *mailbox
 
 	upOnce sync.Once
-	up     chan struct{} // closed at the first Send, Recv or Ping
+	up     chan struct{} // closed at the first Send, Recv or WaitPeer
 	downMu sync.Once
 	down   chan struct{} // closed by Close
 }
 
 var (
-	_ collective.Transport = (*Mem)(nil)
-	_ collective.Pinger    = (*Mem)(nil)
+	_ collective.Transport  = (*Mem)(nil)
+	_ collective.PeerWaiter = (*Mem)(nil)
 )
 
 // NewMem returns the n endpoints of an in-memory group; endpoint i has rank i.
@@ -91,17 +91,18 @@ func (m *Mem) Recv(ctx context.Context, from int, tag string) ([]byte, error) {
 	return m.box.get(ctx, from, tag)
 }
 
-// Ping waits until endpoint rank is up (see Mem) or ctx ends; it fails at once, with an
-// error wrapping ErrPeerLost, when rank has closed its endpoint.
-func (m *Mem) Ping(ctx context.Context, rank int) error {
+// WaitPeer waits until endpoint rank has been up (see Mem) or ctx ends; it fails at once,
+// with an error wrapping ErrPeerLost, when rank closed its endpoint without ever being up.
+// It also makes this endpoint up.
+func (m *Mem) WaitPeer(ctx context.Context, rank int) error {
 	if rank < 0 || rank >= len(m.group) {
-		return fmt.Errorf("transport: ping rank %d outside group of %d", rank, len(m.group))
+		return fmt.Errorf("transport: wait for rank %d outside group of %d", rank, len(m.group))
 	}
 	m.start()
 	p := m.group[rank]
 	select {
-	case <-p.down:
-		return p.lostErr()
+	case <-p.up:
+		return nil
 	default:
 	}
 	select {
@@ -121,8 +122,8 @@ func (m *Mem) lostErr() error {
 }
 
 // Close makes this endpoint's pending and later Send and Recv fail with ErrClosed, and the
-// other endpoints' receives from it (once its queued messages are read), sends to it and
-// pings of it fail with an error wrapping ErrPeerLost.
+// other endpoints' receives from it (once its queued messages are read) and sends to it
+// fail with an error wrapping ErrPeerLost.
 func (m *Mem) Close() error {
 	m.box.close(ErrClosed)
 	m.downMu.Do(func() {

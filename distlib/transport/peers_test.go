@@ -68,7 +68,7 @@ func TestGRPCListenForeignHost(t *testing.T) {
 }
 
 // TestPeerLost: a peer whose endpoint closes is lost at once for the others, over either
-// transport: what it sent before is still received, then Recv, Send and Ping fail with
+// transport: what it sent before is still received, then Recv and Send fail with
 // ErrPeerLost (not after the communication timeout), and a collective names its rank.
 func TestPeerLost(t *testing.T) {
 	leakcheck.Check(t)
@@ -102,12 +102,12 @@ func TestPeerLost(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					errs[tr.Rank()] = tr.(collective.Pinger).Ping(ctx, 1-tr.Rank())
+					errs[tr.Rank()] = tr.(collective.PeerWaiter).WaitPeer(ctx, 1-tr.Rank())
 				}()
 			}
 			wg.Wait()
 			if errs[0] != nil || errs[1] != nil {
-				t.Fatalf("Ping each other = %v", errs)
+				t.Fatalf("WaitPeer each other = %v", errs)
 			}
 			if err := g[1].Send(ctx, 0, "t", []byte("last words")); err != nil {
 				t.Fatal(err)
@@ -134,8 +134,8 @@ func TestPeerLost(t *testing.T) {
 			if err := g[0].Send(ctx, 1, "t", nil); !errors.Is(err, ErrPeerLost) {
 				t.Errorf("Send to a lost peer = %v, want ErrPeerLost", err)
 			}
-			if err := g[0].(collective.Pinger).Ping(ctx, 1); !errors.Is(err, ErrPeerLost) {
-				t.Errorf("Ping of a lost peer = %v, want ErrPeerLost", err)
+			if err := g[0].(collective.PeerWaiter).WaitPeer(ctx, 1); err != nil {
+				t.Errorf("WaitPeer of a peer up before it was lost = %v, want nil (it joined)", err)
 			}
 			err = collective.AllReduce(ctx, g[0], make([]float32, 64), collective.Sum)
 			var pe *collective.PeerError
@@ -146,24 +146,24 @@ func TestPeerLost(t *testing.T) {
 	}
 }
 
-// TestMemPingWaitsForPeer: a Mem endpoint is up from its first call, and Ping waits for it.
-func TestMemPingWaitsForPeer(t *testing.T) {
+// TestMemWaitPeer: a Mem endpoint is up from its first call, and WaitPeer waits for it.
+func TestMemWaitPeer(t *testing.T) {
 	leakcheck.Check(t)
 	m := NewMem(2)
 	defer m[0].Close()
 	defer m[1].Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	if err := m[0].Ping(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("Ping of an endpoint not up yet = %v, want deadline exceeded", err)
+	if err := m[0].WaitPeer(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("WaitPeer of an endpoint not up yet = %v, want deadline exceeded", err)
 	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
-	if err := m[1].Ping(ctx2, 0); err != nil {
-		t.Fatalf("Ping of an endpoint that pinged = %v, want nil", err)
+	if err := m[1].WaitPeer(ctx2, 0); err != nil {
+		t.Fatalf("WaitPeer of an endpoint that waited = %v, want nil", err)
 	}
-	if err := m[0].Ping(ctx2, 1); err != nil {
-		t.Fatalf("Ping once the peer is up = %v, want nil", err)
+	if err := m[0].WaitPeer(ctx2, 1); err != nil {
+		t.Fatalf("WaitPeer once the peer is up = %v, want nil", err)
 	}
 }
 
@@ -258,7 +258,7 @@ func TestGRPCHealthCheckSilentPeer(t *testing.T) {
 	defer g1.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := g0.Ping(ctx, 1); err != nil {
+	if err := g0.WaitPeer(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	// Healthy: checks pass for a while.
@@ -276,5 +276,42 @@ func TestGRPCHealthCheckSilentPeer(t *testing.T) {
 	}
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("frozen peer found lost after %v, want about the 300ms health-check timeout", d)
+	}
+}
+
+// TestGRPCSendToLostPeer: a peer this rank only sends to (it never connected back) is found
+// lost by the sends themselves once it closes: its data connection breaks, and connecting
+// again is refused at once instead of waiting for the peer to come back.
+func TestGRPCSendToLostPeer(t *testing.T) {
+	leakcheck.Check(t)
+	g := startGroup(t, "k", "k")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := g[1].WaitPeer(ctx, 0); err != nil { // rank 0 sees rank 1, with no data connection from it
+		t.Fatal(err)
+	}
+	if err := g[0].Send(ctx, 1, "t", []byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g[1].Recv(ctx, 0, "t"); err != nil {
+		t.Fatal(err)
+	}
+	g[1].Close()
+	start := time.Now()
+	var err error
+	for err == nil && time.Since(start) < 15*time.Second {
+		err = g[0].Send(ctx, 1, "t", make([]byte, 64<<10))
+		time.Sleep(time.Millisecond)
+	}
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "rank 1") {
+		t.Fatalf("Send to a closed peer = %v after %v, want ErrPeerLost naming rank 1", err, time.Since(start))
+	}
+	start = time.Now()
+	err = g[0].Send(ctx, 1, "t", []byte("x")) // connects again: refused
+	if !errors.Is(err, ErrPeerLost) || !strings.Contains(err.Error(), "no longer accepts connections") {
+		t.Errorf("Send after the link broke = %v, want ErrPeerLost: no longer accepts connections", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Send after the link broke took %v, want prompt", d)
 	}
 }

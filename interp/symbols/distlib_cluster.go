@@ -15,6 +15,8 @@ import (
 func init() {
 	Symbols["godist/distlib/cluster/cluster"] = map[string]reflect.Value{
 		// function, constant and variable definitions
+		"BindAllEnv":                 reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_BIND_ALL\"", token.STRING, 0)),
+		"BindAllFromEnv":             reflect.ValueOf(cluster.BindAllFromEnv),
 		"Chief":                      reflect.ValueOf(constant.MakeFromLiteral("\"chief\"", token.STRING, 0)),
 		"Evaluator":                  reflect.ValueOf(constant.MakeFromLiteral("\"evaluator\"", token.STRING, 0)),
 		"ExpandHostlist":             reflect.ValueOf(cluster.ExpandHostlist),
