@@ -29,6 +29,25 @@ class StateTests(KernelCase):
         self.interrupt_sleep()
         self.assertEqual(self.ok("h()")[1], "11")
 
+    def test_unbounded_recursion_is_a_cell_error(self):
+        for code in ["func rec(n int) int { return rec(n+1) + 1 }\nrec(0)",
+                     "var recv func(int) int\nrecv = func(n int) int { return recv(n+1) + 1 }\nrecv(0)"]:
+            err, tb = self.fails(code, timeout=120)
+            self.assertIn("stack overflow", err)
+            self.assertLess(len(tb.splitlines()), 40, tb)
+        self.assertEqual(self.ok("1 + 1")[1], "2")
+
+    def test_fatal_error_ends_the_kernel(self):
+        # Go's fatal errors cannot be recovered: the kernel must exit (the front end then
+        # offers a restart), not hang writing the crash to its own capture pipe.
+        self.ok('import "runtime/debug"')
+        self.ok("debug.SetMaxStack(256 << 10)")
+        msg_id = self.kc.execute("func deep(n int) int { if n == 0 { return 0 }; return deep(n-1) + 1 }\ndeep(20000)")
+        deadline = time.time() + 30
+        while self.km.is_alive() and time.time() < deadline:
+            time.sleep(0.2)
+        self.assertFalse(self.km.is_alive(), "the kernel still runs 30s after a fatal error")
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
