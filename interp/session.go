@@ -360,7 +360,19 @@ func panicError(r any, where string, frames []string) *EvalError {
 	if where != "" {
 		value += " (in a " + strings.TrimSpace(where) + ")"
 	}
-	return &EvalError{Name: "panic", Value: value, Traceback: append([]string{"panic: " + value}, frames...)}
+	return &EvalError{Name: "panic", Value: value, Traceback: append([]string{"panic: " + value}, elideFrames(frames)...)}
+}
+
+// elideFrames shortens a deep trace (unbounded recursion) to its innermost and outermost
+// frames.
+func elideFrames(frames []string) []string {
+	const inner, outer = 20, 5
+	if len(frames) <= inner+outer+1 {
+		return frames
+	}
+	out := append([]string(nil), frames[:inner]...)
+	out = append(out, fmt.Sprintf("  ... %d more calls ...", len(frames)-inner-outer))
+	return append(out, frames[len(frames)-outer:]...)
 }
 
 // interpreter returns the current yaegi interpreter.

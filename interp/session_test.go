@@ -266,8 +266,9 @@ func TestInterrupt(t *testing.T) {
 			}
 		})
 	}
-	// Nothing the interrupted goroutines would print reaches a later cell.
-	_, rec := mustRun(t, s, "go func() { ch <- 1 }()\ntime.Sleep(100 * time.Millisecond)\n\"alive\"")
+	// Nothing the interrupted goroutines would print reaches a later cell (were one still
+	// waiting on ch, the send would wake it; none is, so the send gives up).
+	_, rec := mustRun(t, s, "go func() {\n\tselect {\n\tcase ch <- 1:\n\tcase <-time.After(50 * time.Millisecond):\n\t}\n}()\ntime.Sleep(100 * time.Millisecond)\n\"alive\"")
 	if strings.Contains(rec.text("stdout"), "must not print") {
 		t.Errorf("an interrupted goroutine kept running: %q", rec.text("stdout"))
 	}

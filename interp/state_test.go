@@ -2,6 +2,7 @@ package interp
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -46,5 +47,28 @@ func TestFuncValuesAfterInterrupt(t *testing.T) {
 	interruptCell(t, s, "spin()")
 	if got, _ := mustRun(t, s, "f(41)"); got != "42" {
 		t.Errorf("after two interrupts, f(41) = %q, want 42", got)
+	}
+}
+
+// TestUnboundedRecursion: unbounded recursion of an interpreted function is a cell error,
+// not Go's fatal stack overflow, and the session goes on; deep finite recursion still works.
+func TestUnboundedRecursion(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "func rec(n int) int { return rec(n+1) + 1 }\n"+
+		"func depth(n int) int { if n == 0 { return 0 }; return depth(n-1) + 1 }")
+	mustRun(t, s, "var recv func(int) int\nrecv = func(n int) int { return recv(n+1) + 1 }")
+	for _, code := range []string{"rec(0)", "recv(0)"} {
+		_, _, err := run(t, s, code)
+		ee := evalError(t, err)
+		if !strings.Contains(ee.Value, "stack overflow") {
+			t.Errorf("%s: error %q, want a stack overflow", code, ee.Value)
+		}
+		if n := len(ee.Traceback); n > 40 {
+			t.Errorf("%s: traceback of %d lines, want it cut to at most 40", code, n)
+		}
+	}
+	if got, _ := mustRun(t, s, "depth(20000)"); got != "20000" {
+		t.Errorf("depth(20000) = %q, want 20000", got)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -61,6 +62,11 @@ func newStream(s *Session, name string, fd int, capture bool) (*stream, error) {
 		}
 		st.savedFD = saved
 		st.fallback = os.NewFile(uintptr(saved), name+"-original")
+		growPipe(r)
+		if fd == 2 {
+			// A fatal error's report also reaches the real stderr (the front end's log).
+			_ = debug.SetCrashOutput(st.fallback, debug.CrashOptions{})
+		}
 	}
 	go st.run()
 	return st, nil
@@ -174,6 +180,9 @@ func (st *stream) sync() {
 // close restores a captured descriptor, closes the pipe and waits for the forwarder.
 func (st *stream) close() {
 	if st.savedFD >= 0 {
+		if st.fd == 2 {
+			_ = debug.SetCrashOutput(nil, debug.CrashOptions{})
+		}
 		_ = syscall.Dup3(st.savedFD, st.fd, 0)
 	}
 	_ = st.w.Close()

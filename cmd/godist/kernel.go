@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"syscall"
+	"time"
 
 	"godist/interp"
 	"godist/kernel"
@@ -70,8 +71,22 @@ func runKernel(args []string) error {
 			}
 		}
 	}()
-	return k.Run(context.Background())
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	go watchParent(ctx, parentPoll, func(reason string) {
+		logger.Printf("%s: shutting down", reason)
+		k.Shutdown()
+		// Run gives a busy cell ShutdownGrace; should closing hang, exit anyway.
+		time.AfterFunc(parentExitDeadline, func() {
+			logger.Printf("still running %v after the parent exited: exiting", parentExitDeadline)
+			os.Exit(1)
+		})
+	})
+	return k.Run(ctx)
 }
+
+// parentExitDeadline bounds the shutdown that follows the parent's exit.
+const parentExitDeadline = 15 * time.Second
 
 // historyPath returns where executed cells are kept: $GODIST_HISTORY ("off" disables
 // the file), else godist/history.jsonl under the user's data dir.

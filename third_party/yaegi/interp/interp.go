@@ -110,6 +110,8 @@ type frame struct {
 
 	debug *frameDebugData
 
+	depth int // godist patch: calls between this frame and the global frame
+
 	root *frame          // global space
 	anc  *frame          // ancestor frame (caller space)
 	data []reflect.Value // values
@@ -131,8 +133,36 @@ func newFrame(anc *frame, length int, id uint64) *frame {
 	} else {
 		f.done = anc.done
 		f.root = anc.root
+		f.depth = anc.depth + 1
 	}
 	return f
+}
+
+// MaxCallDepth bounds the nesting of interpreted function calls (godist patch). Go's own
+// limit is a fatal, unrecoverable "stack overflow" of the whole process; past this depth a
+// call panics with a StackOverflowError instead, which the program or the host can recover.
+// Zero means no bound. Calls of function values made by compiled code start counting anew.
+var MaxCallDepth = 50000
+
+// enterFuncValueCall counts a call of a function value and panics with a
+// StackOverflowError when more than MaxCallDepth are in progress (godist patch).
+func (interp *Interpreter) enterFuncValueCall() int64 {
+	c := interp.funcValueCalls.Add(1)
+	if MaxCallDepth > 0 && c > int64(MaxCallDepth) {
+		interp.funcValueCalls.Add(-1)
+		panic(StackOverflowError{Depth: MaxCallDepth})
+	}
+	return c
+}
+
+// exitFuncValueCall ends a call counted by enterFuncValueCall.
+func (interp *Interpreter) exitFuncValueCall(int64) { interp.funcValueCalls.Add(-1) }
+
+// StackOverflowError is the panic value of a call nested deeper than MaxCallDepth.
+type StackOverflowError struct{ Depth int }
+
+func (e StackOverflowError) Error() string {
+	return fmt.Sprintf("runtime error: stack overflow: more than %d nested calls (unbounded recursion?)", e.Depth)
 }
 
 // newCallFrame returns the frame of a call of a function value (a closure or a function
@@ -160,6 +190,7 @@ func (f *frame) clone() *frame {
 		recovered: f.recovered,
 		id:        f.runid(),
 		done:      f.done,
+		depth:     f.depth,
 		debug:     f.debug,
 	}
 	nf.data = make([]reflect.Value, len(f.data))
@@ -202,6 +233,11 @@ type Interpreter struct {
 	// Located at start of struct to ensure proper alignment on 32-bit
 	// architectures.
 	id uint64
+
+	// funcValueCalls counts calls of function values in progress, in all goroutines
+	// (godist patch): their frames hang off the frame the value was made in, so frame
+	// depth does not grow with a recursion through a closure; this count does.
+	funcValueCalls atomic.Int64
 
 	// nindex is a node number incremented for each new node.
 	// It is used for debug (AST and CFG graphs). As it is atomically

@@ -202,7 +202,18 @@ func panicFunc(s *scope) string {
 }
 
 // runCfg executes a node AST by walking its CFG and running node builtin at each step.
+//
+// godist patch: a StackOverflowError goes on from here, after runCfgFrame has returned,
+// rather than from runCfgFrame's deferred function: panicking again inside the deferred
+// function of every one of thousands of nested calls keeps every frame on the stack and
+// makes the unwinding quadratic (seconds); this way each level unwinds only its own frames.
 func runCfg(n *node, f *frame, funcNode, callNode *node) {
+	if p := runCfgFrame(n, f, funcNode, callNode); p != nil {
+		panic(p)
+	}
+}
+
+func runCfgFrame(n *node, f *frame, funcNode, callNode *node) (overflow any) {
 	var exec bltn
 	defer func() {
 		f.mutex.Lock()
@@ -223,6 +234,10 @@ func runCfg(n *node, f *frame, funcNode, callNode *node) {
 				fmt.Fprintln(n.interp.stderr, oNode.cfgErrorf("panic: %s(...)", panicFunc(oNode.scope)))
 			}
 			f.mutex.Unlock()
+			if _, ok := f.recovered.(StackOverflowError); ok {
+				overflow = f.recovered
+				return
+			}
 			panic(f.recovered)
 		}
 		f.mutex.Unlock()
@@ -267,6 +282,7 @@ func runCfg(n *node, f *frame, funcNode, callNode *node) {
 			m = originalExecNode(m, exec)
 		}
 	}
+	return nil
 }
 
 func stripReceiverFromArgs(signature string) (string, error) {
@@ -994,6 +1010,7 @@ func genFunctionWrapper(n *node) func(*frame) reflect.Value {
 			// channel, not those of the frame the function value was made in, which a
 			// cancelled run leaves stale (calls would then return zero values at once).
 			fr := newCallFrame(f, len(def.types), n.interp)
+			defer n.interp.exitFuncValueCall(n.interp.enterFuncValueCall())
 			d := fr.data
 			for i, t := range def.types {
 				d[i] = reflect.New(t).Elem()
@@ -1343,6 +1360,10 @@ func call(n *node) {
 		}
 
 		nf := newFrame(f, len(def.types), f.runid())
+		if MaxCallDepth > 0 && nf.depth > MaxCallDepth {
+			// godist patch: a normal panic rather than Go's fatal stack overflow.
+			panic(StackOverflowError{Depth: MaxCallDepth})
+		}
 		var vararg reflect.Value
 
 		// Init return values
@@ -1896,6 +1917,7 @@ func getFunc(n *node) {
 			// Allocate and init local frame. All values to be settable and addressable.
 			// godist patch: current run id and done channel (see genFunctionWrapper).
 			fr2 := newCallFrame(fr, len(n.types), n.interp)
+			defer n.interp.exitFuncValueCall(n.interp.enterFuncValueCall())
 			d := fr2.data
 			for i, t := range n.types {
 				d[i] = reflect.New(t).Elem()
