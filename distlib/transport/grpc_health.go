@@ -59,7 +59,22 @@ func (g *GRPC) WaitPeer(ctx context.Context, rank int) error {
 	if rank == g.rank || g.wasSeen(rank) {
 		return nil
 	}
-	if err := g.hello(ctx, rank, true); err != nil {
+	// The peer may call this rank while the handshake waits for it (and may be gone by the
+	// time the handshake would connect: a chief that broadcast and exited): either counts.
+	hctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- g.hello(hctx, rank, true) }()
+	var err error
+	select {
+	case <-g.seen[rank]:
+		return nil
+	case err = <-done:
+	}
+	if err != nil {
+		if g.wasSeen(rank) {
+			return nil
+		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("transport: rank %d at %s did not answer: %w", rank, g.addrs[rank], ctx.Err())
 		}
