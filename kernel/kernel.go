@@ -97,6 +97,7 @@ type Kernel struct {
 	comms   map[string]*Comm
 
 	restart bool
+	started time.Time // when Run began serving
 }
 
 // inbound is a shell request with the time it arrived.
@@ -207,6 +208,7 @@ func (k *Kernel) closeSockets() {
 // It then interrupts the running cell, waits for it up to the shutdown grace, closes the
 // sockets and the executor.
 func (k *Kernel) Run(ctx context.Context) error {
+	k.started = time.Now()
 	var wg sync.WaitGroup
 	shellQ := make(chan inbound, 64)
 	start := func(f func()) {
@@ -256,6 +258,19 @@ func (k *Kernel) Run(ctx context.Context) error {
 		return fmt.Errorf("kernel: close executor: %w", err)
 	}
 	return nil
+}
+
+// staleWindow is how long after Run starts a request dated before the start is taken for
+// one queued for the kernel this one replaces (a restart reuses the ports, and a front
+// end's sockets deliver what they queued while no kernel listened). Past it, an earlier
+// date only means a front end's clock lags ours.
+const staleWindow = 10 * time.Second
+
+// forEarlierKernel reports whether m was sent before this kernel started serving, within
+// staleWindow of the start.
+func (k *Kernel) forEarlierKernel(m *Message) bool {
+	sent, err := time.Parse(time.RFC3339Nano, m.Header.Date)
+	return err == nil && sent.Before(k.started) && time.Since(k.started) < staleWindow
 }
 
 // Shutdown stops Run as a shutdown_request would.
@@ -401,6 +416,10 @@ func (k *Kernel) shutdown(sck zmq4.Socket, mu *sync.Mutex, m *Message) {
 		Restart bool `json:"restart"`
 	}
 	_ = json.Unmarshal(m.Content, &req)
+	if k.forEarlierKernel(m) {
+		k.log.Printf("ignored a shutdown_request sent at %s, before this kernel started (it was queued for the kernel this one replaces)", m.Header.Date)
+		return
+	}
 	reply := map[string]any{"status": "ok", "restart": req.Restart}
 	k.send(sck, mu, m, "shutdown_reply", reply)
 	k.publish(m, "shutdown_reply", reply)

@@ -1,5 +1,6 @@
 """Issue 12, "State and control": the kernel's state after interrupts, deep recursion, a dead
 parent, restarts and redefinitions, through jupyter_client."""
+import datetime
 import os
 import signal
 import subprocess
@@ -51,6 +52,35 @@ class StateTests(KernelCase):
         while self.km.is_alive() and time.time() < deadline:
             time.sleep(0.2)
         self.assertFalse(self.km.is_alive(), "the kernel still runs 30s after a fatal error")
+
+    def test_shutdown_queued_for_the_replaced_kernel_is_ignored(self):
+        # What a restarted kernel finds in a front end's control socket: a shutdown_request
+        # sent (and queued) while the old kernel was going away, dated before the start.
+        self.ok("x := 1")
+        msg = self.kc.session.msg("shutdown_request", {"restart": True})
+        msg["header"]["date"] = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=30)
+        self.kc.control_channel.send(msg)
+        time.sleep(1.5)
+        self.assertTrue(self.km.is_alive(), "the kernel obeyed a shutdown_request dated before it started")
+        self.assertEqual(self.ok("x + 1")[1], "2")
+        # A current one still works.
+        proc = self.km.provisioner.process
+        self.kc.shutdown()
+        self.assertEqual(proc.wait(timeout=10), 0)
+
+    def test_restarted_kernel_ignores_requests_for_the_old_one(self):
+        # The client asks for a restart itself; the kernel exits; the manager, restarting,
+        # asks the (gone) kernel to shut down too: that request waits in the manager's
+        # socket and reaches the new kernel, which must not obey it.
+        self.ok("x := 1")
+        proc = self.km.provisioner.process
+        self.kc.shutdown(restart=True)
+        proc.wait(timeout=10)
+        self.km.restart_kernel(now=False)
+        self.kc.wait_for_ready(timeout=60)
+        time.sleep(1)
+        self.assertTrue(self.km.is_alive(), "the restarted kernel exited at once")
+        self.assertEqual(self.ok("2 + 2")[1], "4")
 
 
 # A front end that starts a kernel, sets it busy, prints the kernel's pid and waits.
