@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -71,18 +72,19 @@ var (
 // model sees. It panics when a layer is nil, appears twice, or two layers share a name.
 func Sequential(ls ...layers.Layer) *Model {
 	seen := map[string]bool{}
-	seenLayer := map[layers.Layer]bool{}
+	var seenLayers []layers.Layer
 	for i, l := range ls {
 		if l == nil {
 			panic(fmt.Errorf("%w: Sequential: layer %d is nil", ErrInvalidArgument, i))
 		}
-		if seenLayer[l] {
+		if containsLayer(seenLayers, l) {
 			panic(fmt.Errorf("%w: Sequential: layer %d (%s) appears twice; make a new layer for each position", ErrInvalidArgument, i, l.Name()))
 		}
 		if seen[l.Name()] {
 			panic(fmt.Errorf("%w: Sequential: two layers are named %q", ErrInvalidArgument, l.Name()))
 		}
-		seen[l.Name()], seenLayer[l] = true, true
+		seen[l.Name()] = true
+		seenLayers = append(seenLayers, l)
 	}
 	modelNamesMu.Lock()
 	name := "sequential"
@@ -509,4 +511,20 @@ func commas(n int) string {
 		out = append(out, s[i])
 	}
 	return string(out)
+}
+
+// containsLayer reports whether l is one of ls. A layer whose dynamic type is not comparable
+// (a notebook cell's layer type reaches compiled code in the interpreter's wrapper struct,
+// which holds funcs) is never found here; the duplicate name check catches it instead.
+func containsLayer(ls []layers.Layer, l layers.Layer) bool {
+	t := reflect.TypeOf(l)
+	if !t.Comparable() {
+		return false
+	}
+	for _, o := range ls {
+		if reflect.TypeOf(o) == t && o == l {
+			return true
+		}
+	}
+	return false
 }

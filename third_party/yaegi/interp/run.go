@@ -1166,6 +1166,13 @@ func methodByName(value reflect.Value, name string, index []int) (v reflect.Valu
 		if v = value.MethodByName(name); v.IsValid() {
 			return
 		}
+		// godist patch: a pointer-receiver method of a compiled type embedded by value
+		// (keras.BaseCallback in a cell's callback) is reached through the field's address.
+		if value.CanAddr() {
+			if v = value.Addr().MethodByName(name); v.IsValid() {
+				return
+			}
+		}
 	}
 	return
 }
@@ -1530,6 +1537,11 @@ func callBin(n *node) {
 			var defType reflect.Type
 			if variadic >= 0 && i+rcvrOffset >= variadic {
 				defType = funcType.In(variadic)
+				if n.action != aCallSlice {
+					// godist patch: each variadic argument is wrapped for the element
+					// type (keras.Callbacks(cb) with cb a cell's type), not the slice.
+					defType = defType.Elem()
+				}
 			} else {
 				defType = funcType.In(rcvrOffset + i)
 			}

@@ -1628,6 +1628,17 @@ func (t *itype) methods() methodSet {
 				if !f.embed {
 					continue
 				}
+				// godist patch: a compiled struct type embedded by value promotes its
+				// pointer-receiver methods too (the method set of *S, where S embeds T,
+				// holds those of *T), so that a *S embedding keras.BaseCallback
+				// implements keras.Callback.
+				if f.typ.cat == valueT && f.typ.rtype != nil && f.typ.rtype.Kind() != reflect.Interface && f.typ.rtype.Kind() != reflect.Pointer {
+					pt := reflect.PointerTo(f.typ.rtype)
+					for i := pt.NumMethod() - 1; i >= 0; i-- {
+						m := pt.Method(i)
+						res[m.Name] = m.Type.String()
+					}
+				}
 				for k, v := range getMethods(f.typ) {
 					res[k] = v
 				}
