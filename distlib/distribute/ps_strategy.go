@@ -135,6 +135,8 @@ type ParameterServerStrategy struct {
 	next  int // round-robin placement
 	names map[string]int
 	vars  []*ShardedVariable
+
+	placed placedVars // this process's copies standing for ps variables
 }
 
 // NewParameterServerStrategy connects to the cluster that r describes (a "ps" job and a

@@ -647,6 +647,7 @@ func (m *Model) EvaluateContext(ctx context.Context, ds *data.Dataset, opts ...O
 }
 
 func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {
+	m.syncFromPS()
 	metrics := m.compiledMetrics()
 	m.mw.eval = m.shardModeOf("Evaluate", ds)
 	for _, cb := range cbs {
@@ -713,6 +714,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 		ctx = context.Background()
 	}
 	cfg := parseRun("Predict", opts, "steps", "callbacks", "verbose")
+	m.syncFromPS()
 	var ds *data.Dataset
 	switch v := input.(type) {
 	case *data.Dataset:

@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"godist/distlib/cell"
 	"fmt"
 	"io"
 	"os"
@@ -219,6 +220,16 @@ func (m *Model) build(in []int) error {
 			vars[c][i] = v.Get(c)
 		}
 	}
+	if c, ok := m.strategy.(distribute.Coordinated); ok && len(vars) > 0 {
+		// Variables made in a ParameterServerStrategy's scope live on the ps tasks (as in
+		// TensorFlow), for Fit and for a ClusterCoordinator's custom loop alike; this
+		// process's copy stands for them.
+		st, err := placeOnPS(c, m.name, params, vars[0])
+		if err != nil {
+			return fmt.Errorf("keras: place the variables of %s on the parameter servers: %w", m.name, err)
+		}
+		m.ps = st
+	}
 	m.inputShape, m.outShapes, m.paramRange, m.params, m.devices, m.vars = append([]int(nil), in...), shapes, ranges, params, devs, vars
 	m.built = true
 	return nil
@@ -286,13 +297,21 @@ func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64)
 		return m.meshForward(x, training, stepSeed)
 	}
 	vars := m.vars[c]
+	vals := make([]*tensor.Tensor, len(vars))
+	for i, v := range vars {
+		vals[i] = v.Value()
+	}
+	return m.forwardVals(vals, x, training, stepSeed)
+}
+
+// forwardVals runs the layers with the given values of the variables (one per parameter).
+func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
+		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
+	}
 	for i, l := range m.layers {
 		r := m.paramRange[i]
-		vals := make([]*tensor.Tensor, r[1]-r[0])
-		for j := range vals {
-			vals[j] = vars[r[0]+j].Value()
-		}
-		x = l.Forward(x, vals, training, mix(stepSeed, uint64(i)))
+		x = l.Forward(x, vals[r[0]:r[1]], training, mix(stepSeed, uint64(i)))
 	}
 	return x
 }
@@ -301,6 +320,11 @@ func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64)
 // training loop; ops on the trainable variables are recorded for a GradientTape. Under a
 // mirroring strategy it uses the replica's copy of the variables: the one on the device of
 // the replica running it (inside strategy.Run), else on x's device.
+//
+// Under a ParameterServerStrategy (the model made in its scope), the variables live on the
+// parameter servers: Call reads their current values (one round trip), so the steps a
+// ClusterCoordinator schedules each compute with the values they read, and the optimizer's
+// ApplyGradients pushes the gradients with respect to TrainableVariables to the ps.
 func (m *Model) Call(x *tensor.Tensor, training bool) *tensor.Tensor {
 	if x == nil {
 		panic(fmt.Errorf("%w: model %s called with a nil input", ErrInvalidArgument, m.name))
@@ -309,7 +333,18 @@ func (m *Model) Call(x *tensor.Tensor, training bool) *tensor.Tensor {
 	m.mu.Lock()
 	m.step++
 	seed := mix(m.seed, uint64(m.step))
+	st := m.ps
 	m.mu.Unlock()
+	if st != nil {
+		// The variables live on the parameter servers: compute with their current values
+		// (read for this call: concurrent steps on the workers each use their own read),
+		// differentiable with respect to TrainableVariables.
+		vals, err := st.s.ExtendedReadVariables(cell.Context(), m.vars[0])
+		if err != nil {
+			panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
+		}
+		return m.forwardVals(vals, x, training, seed)
+	}
 	return m.forward(m.currentCopy(x.Device()), x, training, seed)
 }
 
@@ -360,6 +395,7 @@ func (m *Model) ReplicaTrainableVariables(r int) []*tensor.Variable {
 }
 
 func (m *Model) variables(c int, trainableOnly bool) []*tensor.Variable {
+	m.syncFromPS()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.built {
@@ -417,6 +453,15 @@ func (m *Model) assignAll(data func(i int) []float32) {
 	for _, copyVars := range m.vars {
 		for i, v := range copyVars {
 			v.AssignData(data(i))
+		}
+	}
+	m.mu.Lock()
+	st := m.ps
+	m.mu.Unlock()
+	if st != nil {
+		// The values proper live on the parameter servers.
+		for i, sv := range st.svars {
+			sv.Assign(m.vars[0][i].Value())
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"godist/distlib/cell"
 	"fmt"
 	"math"
 	"sync"
@@ -286,11 +287,33 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 	if !distribute.HasStrategy() && o.strategy != nil {
 		s = o.strategy
 	}
+	if c, ok := s.(distribute.Coordinated); ok {
+		// The variables proper live on the parameter servers: push the gradients there,
+		// where the optimizer's rule updates them (a ClusterCoordinator step, or the
+		// coordinator itself).
+		return o.applyOnPS(c, grads, vars)
+	}
 	inRun, err := s.ExtendedApplyGradients(device.Current(), grads, apply)
 	if inRun {
 		return err
 	}
 	return apply(grads)
+}
+
+// applyOnPS pushes grads for vars (a model's variables placed on the parameter servers of
+// c) with this optimizer's rule, and counts one step.
+func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	spec, err := psOptimizer(o)
+	if err != nil {
+		return err
+	}
+	if err := c.ExtendedApplyGradientsOnPS(cell.Context(), spec, grads, vars); err != nil {
+		return fmt.Errorf("keras: ApplyGradients under %s: %w", c.Name(), err)
+	}
+	o.mu.Lock()
+	o.iterations++
+	o.mu.Unlock()
+	return nil
 }
 
 // applyReplicas applies one step: grads[r][i] to vars[r][i] for every replica copy r, with

@@ -68,32 +68,52 @@ func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 	return nil, fmt.Errorf("%w: optimizer %s is not available on parameter servers: use keras.SGD (with or without Momentum, without Nesterov) or keras.Adam with its default betas and epsilon", ErrInvalidArgument, o.name)
 }
 
-// psSetup places the model's variables on the parameter servers (once per model).
-func (m *Model) psSetup(s distribute.Coordinated) (*psModel, error) {
-	m.mu.Lock()
-	if st := m.ps; st != nil && st.s == s {
-		m.mu.Unlock()
-		return st, nil
+// placeOnPS creates the model's variables (vars, one per parameter) on the parameter
+// servers of c, named model/layer/variable.
+func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
+	names := make([]string, len(params))
+	for i, p := range params {
+		names[i] = model + "/" + p.name
 	}
-	m.mu.Unlock()
+	svars, err := c.ExtendedPlaceVariables(names, vars)
+	if err != nil {
+		return nil, err
+	}
+	st := &psModel{s: c, svars: svars}
+	for i, p := range params {
+		if p.trainable {
+			st.train = append(st.train, svars[i])
+		}
+	}
+	return st, nil
+}
+
+// psSetup returns the model's state on the parameter servers of s (its variables were
+// placed there when the model was built in s's scope) with the rule of its optimizer.
+func (m *Model) psSetup(s distribute.Coordinated) (*psModel, error) {
 	opt, err := psOptimizer(m.optimizer)
 	if err != nil {
 		return nil, err
 	}
-	st := &psModel{s: s, opt: opt}
-	vars := m.variables(0, false)
-	for i, v := range vars {
-		p := m.params[i]
-		sv := s.NewVariable(m.name+"/"+p.name, v.Value(), p.trainable)
-		st.svars = append(st.svars, sv)
-		if p.trainable {
-			st.train = append(st.train, sv)
-		}
-	}
 	m.mu.Lock()
-	m.ps = st
-	m.mu.Unlock()
+	defer m.mu.Unlock()
+	st := m.ps
+	if st == nil || st.s != s {
+		return nil, fmt.Errorf("%w: model %s was not built in the scope of %s: make it inside strategy.Scope", ErrInvalidArgument, m.name, s.Name())
+	}
+	st.opt = opt
 	return st, nil
+}
+
+// syncFromPS gives this process's copy of a model whose variables live on the parameter
+// servers their current values (before the coordinator reads them).
+func (m *Model) syncFromPS() {
+	m.mu.Lock()
+	st := m.ps
+	m.mu.Unlock()
+	if st != nil {
+		m.psPull(st)
+	}
 }
 
 // forwardWith runs the layers with the given variables (one per parameter).

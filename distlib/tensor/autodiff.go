@@ -305,6 +305,27 @@ func (v *Variable) Value() *Tensor {
 	return v.value
 }
 
+// AsRead returns a tensor with t's values that counts as a read of v: a GradientTape
+// differentiates with respect to v through it, as through v.Value(). It is how a value of
+// v kept elsewhere (on a parameter server) enters a computation while several steps read
+// v at once, each with the values it fetched. t must have v's shape.
+func (v *Variable) AsRead(t *Tensor) (*Tensor, error) {
+	if t == nil {
+		return nil, argErr("AsRead", "variable %q: value is nil", v.name)
+	}
+	v.mu.RLock()
+	shape, track := v.value.shape, v.trainable || v.watched
+	v.mu.RUnlock()
+	if !sameShape(shape, t.shape) {
+		return nil, argErr("AsRead", "variable %q has shape %v, the value read has shape %v", v.name, shape, t.shape)
+	}
+	out := &Tensor{shape: shape, data: t.data, device: v.dev}
+	if track {
+		out.node = &node{variable: v}
+	}
+	return out, nil
+}
+
 // Name returns the variable's name.
 func (v *Variable) Name() string { return v.name }
 
