@@ -1,8 +1,8 @@
 package keras
 
 import (
-	"godist/distlib/cell"
 	"fmt"
+	"godist/distlib/cell"
 	"math"
 	"sync"
 
