@@ -86,14 +86,14 @@ func (b *base) ExtendedRunReplicas(ctx context.Context, fn func(replica int) err
 	}
 	n := len(b.devices)
 	errs := make([]error, n)
+	done := startReplicas(b.self)
+	defer done()
 	run := func(r int) {
 		defer func() {
 			if p := recover(); p != nil {
 				errs[r] = &ReplicaError{Replica: r, Device: b.devices[r], Err: panicError(p)}
 			}
 		}()
-		exit := enterScope(b.self, false)
-		defer exit()
 		var err error
 		device.With(b.devices[r], func() { err = fn(r) })
 		if err != nil {
@@ -174,8 +174,9 @@ func (b *base) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inpu
 		panic(fmt.Errorf("%w: Run inputs hold %d replicas' values, %s has %d local replicas "+
 			"(distribute the dataset with this strategy's ExperimentalDistributeDataset)", ErrReplicas, inputs.Len(), b.name, n))
 	}
-	exit := enterScope(b.self, true)
-	defer exit()
+	scopeMu.Lock()
+	checkScopeLocked(b.self)
+	scopeMu.Unlock()
 	group := newSyncGroup(ctx, b, n)
 	if !b.running.CompareAndSwap(nil, group) {
 		panic(fmt.Errorf("%w: %s.Run called while another Run of the same strategy is in progress "+

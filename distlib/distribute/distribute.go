@@ -27,14 +27,12 @@
 package distribute
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"os"
-	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -186,27 +184,40 @@ func (e *ReplicaError) Error() string {
 // Unwrap returns the replica's own error; errors.Is(err, ErrReplicaFailed) is also true.
 func (e *ReplicaError) Unwrap() []error { return []error{ErrReplicaFailed, e.Err} }
 
-// Scopes are per goroutine, like TensorFlow's per-thread strategy stack: a cell's Scope does
-// not leak into another goroutine, and replica goroutines see their strategy (Run and
-// ExtendedRunReplicas enter it in every replica goroutine). A goroutine started inside a
-// scope does not inherit it.
+// Scopes are process-wide, like the `with strategy.scope():` block of a notebook: while the
+// function given to Scope runs, GetStrategy returns that strategy in every goroutine,
+// including the goroutines started inside it (there is no goroutine-local state in Go to
+// hide it from them). Opening the scope of a different strategy while one is open, in any
+// goroutine, panics with ErrMixedStrategies, so two strategies never compete for it: build
+// the models of several in-process workers one after the other. Run and
+// ExtendedRunReplicas do not open the scope: a replica function gets its strategy from its
+// ReplicaContext; GetStrategy inside it returns the running strategy when it is the only
+// strategy with a Run in progress in the process.
 var (
 	scopeMu     sync.Mutex
-	scopeStacks = map[uint64][]Strategy{}
-	scopeActive atomic.Int64 // open scopes in all goroutines; 0 makes GetStrategy cheap
+	scopeStack  []*scopeEntry
+	running     = map[Strategy]int{} // strategies with replicas running, and how many runs
+	scopeActive atomic.Int64         // open scopes plus running replica sets; 0 makes GetStrategy cheap
 )
 
-// GetStrategy returns the strategy of the calling goroutine's innermost Scope (Run enters
-// its strategy's scope in the replicas too), or the default strategy outside any scope.
+// scopeEntry is one open Scope.
+type scopeEntry struct{ s Strategy }
+
+// GetStrategy returns the strategy of the innermost open Scope, else the strategy whose
+// replicas are running (when only one strategy's are), else the default strategy.
 func GetStrategy() Strategy {
 	if scopeActive.Load() == 0 {
 		return defaultStrategy
 	}
-	id := goid()
 	scopeMu.Lock()
 	defer scopeMu.Unlock()
-	if st := scopeStacks[id]; len(st) > 0 {
-		return st[len(st)-1]
+	if n := len(scopeStack); n > 0 {
+		return scopeStack[n-1].s
+	}
+	if len(running) == 1 {
+		for s := range running {
+			return s
+		}
 	}
 	return defaultStrategy
 }
@@ -216,59 +227,68 @@ func HasStrategy() bool {
 	return GetStrategy() != Strategy(defaultStrategy)
 }
 
-// enterScope pushes s on the calling goroutine's stack, enforcing TensorFlow's rule: inside
-// a non-default strategy's scope only that same strategy's scope (or the default's, which
-// changes nothing) may be entered. With check false the rule is not applied (replica
-// goroutines always run in their strategy's scope).
-func enterScope(s Strategy, check bool) (exit func()) {
-	id := goid()
+// checkScopeLocked applies TensorFlow's rule: inside a non-default strategy's scope only that
+// same strategy's scope (or the default's, which changes nothing) may be entered or run.
+// It reports whether s is the default strategy entered inside another one.
+func checkScopeLocked(s Strategy) (inert bool) {
+	n := len(scopeStack)
+	if n == 0 {
+		return false
+	}
+	cur := scopeStack[n-1].s
+	if cur == s || cur == Strategy(defaultStrategy) {
+		return false
+	}
+	if s == Strategy(defaultStrategy) {
+		return true
+	}
+	panic(fmt.Errorf("%w: %s is not %s (leave the current strategy's Scope before entering another one)",
+		ErrMixedStrategies, describe(s), describe(cur)))
+}
+
+// enterScope opens s's scope (see Scope) and returns the function that closes it.
+func enterScope(s Strategy) (exit func()) {
 	scopeMu.Lock()
 	defer scopeMu.Unlock()
-	st := scopeStacks[id]
-	if n := len(st); n > 0 && check {
-		cur := st[n-1]
-		if cur != s && cur != Strategy(defaultStrategy) {
-			if s == Strategy(defaultStrategy) {
-				// Entering the default strategy's scope inside another one keeps the other.
-				return func() {}
-			}
-			panic(fmt.Errorf("%w: %s is not %s (leave the current strategy's Scope before entering another one)",
-				ErrMixedStrategies, describe(s), describe(cur)))
-		}
+	if checkScopeLocked(s) {
+		// Entering the default strategy's scope inside another one keeps the other.
+		return func() {}
 	}
-	scopeStacks[id] = append(st, s)
+	e := &scopeEntry{s: s}
+	scopeStack = append(scopeStack, e)
 	scopeActive.Add(1)
-	depth := len(st) + 1
+	var once sync.Once
 	return func() {
-		scopeMu.Lock()
-		defer scopeMu.Unlock()
-		st := scopeStacks[id]
-		if len(st) >= depth {
-			st = st[:depth-1]
+		once.Do(func() {
+			scopeMu.Lock()
+			defer scopeMu.Unlock()
+			for k := len(scopeStack) - 1; k >= 0; k-- {
+				if scopeStack[k] == e {
+					scopeStack = append(scopeStack[:k], scopeStack[k+1:]...)
+					break
+				}
+			}
 			scopeActive.Add(-1)
-		}
-		if len(st) == 0 {
-			delete(scopeStacks, id)
-		} else {
-			scopeStacks[id] = st
-		}
+		})
 	}
 }
 
-// goid returns the calling goroutine's id, parsed from runtime.Stack's header
-// "goroutine 123 [running]:".
-func goid() uint64 {
-	var buf [64]byte
-	b := buf[:runtime.Stack(buf[:], false)]
-	b = bytes.TrimPrefix(b, []byte("goroutine "))
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
+// startReplicas marks s's replicas as running (for GetStrategy inside them) after checking
+// that no other strategy's scope is open; the returned function unmarks them.
+func startReplicas(s Strategy) (done func()) {
+	scopeMu.Lock()
+	defer scopeMu.Unlock()
+	checkScopeLocked(s)
+	running[s]++
+	scopeActive.Add(1)
+	return func() {
+		scopeMu.Lock()
+		defer scopeMu.Unlock()
+		if running[s]--; running[s] <= 0 {
+			delete(running, s)
 		}
-		id = id*10 + uint64(c-'0')
+		scopeActive.Add(-1)
 	}
-	return id
 }
 
 func describe(s Strategy) string {
@@ -277,7 +297,7 @@ func describe(s Strategy) string {
 
 // scope runs fn with s current; the scope is left even when fn panics.
 func scope(s Strategy, fn func()) {
-	exit := enterScope(s, true)
+	exit := enterScope(s)
 	defer exit()
 	if fn != nil {
 		fn()

@@ -96,8 +96,7 @@ func TestMultiWorkerBroadcastAndShard(t *testing.T) {
 	captureLog(t)
 	labels := make([]string, 2)
 	runWorkers(t, 2, func(w int) []string { return []string{cpu(w)} }, func(w int, s *MultiWorkerMirroredStrategy) {
-		var v *MirroredVariable
-		s.Scope(func() { v = NewVariable("v", vec(float32(10*w+1), 2), true) })
+		v := NewMirroredVariable(s, "v", vec(float32(10*w+1), 2), true)
 		if got := v.Value().Data(); !equalData(got, []float32{1, 2}) {
 			t.Errorf("worker %d: variable starts at %v, want the chief's [1 2]", w, got)
 		}

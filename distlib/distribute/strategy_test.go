@@ -126,13 +126,17 @@ func TestScopeNesting(t *testing.T) {
 	if inner != Strategy(a) || !has || innerSame != Strategy(a) || innerDefault != Strategy(a) {
 		t.Fatalf("inside scope: GetStrategy %v (has %v), nested same %v, nested default %v; want %v", inner, has, innerSame, innerDefault, a)
 	}
-	// Scopes are per goroutine: another goroutine does not see a's scope.
+	// Scopes are process-wide: a goroutine started inside a's scope sees it (as the code of
+	// a `with strategy.scope():` block would), and another strategy's scope cannot open
+	// meanwhile in any goroutine.
 	var other Strategy
+	var otherErr error
 	a.Scope(func() {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			other = GetStrategy()
+			otherErr = recoverErr(func() { b.Scope(func() {}) })
 		}()
 		select {
 		case <-done:
@@ -140,8 +144,14 @@ func TestScopeNesting(t *testing.T) {
 			t.Fatal("goroutine did not finish")
 		}
 	})
-	if other != Strategy(NewDefaultStrategy()) {
-		t.Fatalf("a goroutine started inside a scope got %v; want the default strategy (scopes are per goroutine)", other)
+	if other != Strategy(a) {
+		t.Fatalf("a goroutine started inside a scope got %v; want the scope's strategy %v", other, a)
+	}
+	if !errors.Is(otherErr, ErrMixedStrategies) {
+		t.Fatalf("another strategy's scope opened in a goroutine while a's was open: %v; want ErrMixedStrategies", otherErr)
+	}
+	if GetStrategy() != Strategy(NewDefaultStrategy()) {
+		t.Fatalf("after the scope closed GetStrategy() = %v; want the default", GetStrategy())
 	}
 	// A panic inside the scope leaves it.
 	_ = recoverErr(func() { b.Scope(func() { panic("boom") }) })

@@ -35,15 +35,14 @@ func toyData() *data.Dataset {
 func trainToy(t *testing.T, s Strategy) []*MirroredVariable {
 	t.Helper()
 	const globalBatch, lr = 10, 0.5
-	var vars []*MirroredVariable
-	s.Scope(func() {
-		vars = []*MirroredVariable{
-			NewVariable("w1", tensor.GlorotUniform([]int{4, 5}, 1), true),
-			NewVariable("b1", tensor.Zeros(5), true),
-			NewVariable("w2", tensor.GlorotUniform([]int{5, 3}, 2), true),
-			NewVariable("b2", tensor.Zeros(3), true),
-		}
-	})
+	// NewMirroredVariable names the strategy: in-process workers (runWorkers) create their
+	// variables at once, and scopes are process-wide (see Scope).
+	vars := []*MirroredVariable{
+		NewMirroredVariable(s, "w1", tensor.GlorotUniform([]int{4, 5}, 1), true),
+		NewMirroredVariable(s, "b1", tensor.Zeros(5), true),
+		NewMirroredVariable(s, "w2", tensor.GlorotUniform([]int{5, 3}, 2), true),
+		NewMirroredVariable(s, "b2", tensor.Zeros(3), true),
+	}
 	step := func(ctx *ReplicaContext, in data.Element) *tensor.Tensor {
 		r := ctx.LocalReplicaID()
 		local := make([]*tensor.Variable, len(vars))

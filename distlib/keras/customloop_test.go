@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +16,9 @@ import (
 	"godist/distlib/transport"
 	"godist/internal/leakcheck"
 )
+
+// inProcessScopes serializes the strategy scopes of in-process workers.
+var inProcessScopes sync.Mutex
 
 // italianGuideLoop is the custom training loop of the course's Italian guide to
 // tf.distribute, translated line by line (no AllReduceList: ApplyGradients inside Run
@@ -29,10 +33,18 @@ func italianGuideLoop(t *testing.T, strategy distribute.Strategy, ds *data.Datas
 	}
 	var model *Model
 	var optimizer *Optimizer
+	// Scopes are process-wide: in-process workers (TestCustomLoopApplyGradientsAcrossWorkers)
+	// open theirs one after the other, and build their models (a collective: the chief
+	// broadcasts the initial values) together, after their scopes.
+	inProcessScopes.Lock()
 	strategy.Scope(func() {
-		model = Sequential(layers.Dense(1, layers.InputShape(1)))
+		model = Sequential(layers.Dense(1))
 		optimizer = SGD(0.01)
 	})
+	inProcessScopes.Unlock()
+	if err := model.Build(1); err != nil {
+		t.Fatal(err)
+	}
 	if init != nil {
 		if err := model.SetWeights(init); err != nil {
 			t.Fatal(err)

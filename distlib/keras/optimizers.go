@@ -281,11 +281,14 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 		return o.applyReplicas([][]*tensor.Tensor{gs}, [][]*tensor.Variable{vars})
 	}
 	// Inside a Run the strategy sums the replicas' gradients and calls apply per copy. The
-	// strategy is the current one (Run's replicas are in its scope), else the one the
-	// optimizer was made under (a ClusterCoordinator's workers run outside the scope).
-	s := distribute.GetStrategy()
-	if !distribute.HasStrategy() && o.strategy != nil {
-		s = o.strategy
+	// strategy is the one the optimizer was made under (as in Keras), else the current one
+	// (an open scope, or the strategy whose replicas run).
+	s, cur := o.strategy, distribute.GetStrategy()
+	if s == nil || s == distribute.Strategy(distribute.NewDefaultStrategy()) {
+		s = cur
+	} else if cur != s && distribute.HasStrategy() {
+		return fmt.Errorf("%w: ApplyGradients under %s with an optimizer made in the scope of %s: make the optimizer inside the strategy's Scope, with the model",
+			ErrInvalidArgument, cur.Name(), s.Name())
 	}
 	if c, ok := s.(distribute.Coordinated); ok {
 		// The variables proper live on the parameter servers: push the gradients there,
