@@ -14,7 +14,8 @@ var (
 
 // checkParameterServer checks 06-parameter-server.ipynb (course activity 005): the counter
 // ends at exactly 2N with steps on both workers, Fit partitions the first kernel over both
-// parameter servers and learns, and the coordinator's custom loop lowers the loss and learns.
+// parameter servers and learns, and the coordinator's custom loops (by hand, and with a Keras
+// model and optimizer) lower the loss and learn.
 func checkParameterServer(t *testing.T, nb *notebook) {
 	wantNoErrors(t, nb)
 	wantOutput(t, nb, findCell(t, nb, "func startPS()"), `(?m)^cluster: \{'chief': \['127\.0\.0\.1:20000'\], 'ps': \['127\.0\.0\.1:\d+', '127\.0\.0\.1:\d+'\], 'worker': \[`)
@@ -49,6 +50,17 @@ func checkParameterServer(t *testing.T, nb *notebook) {
 		t.Errorf("custom loop: mean loss %s over the first steps, %s over the last: want it to fall by 30%%", l[1], l[2])
 	}
 	wantAccuracy(t, nb, loop, 0.8)
+
+	// The same loop with a Keras model made in the scope: its variables live on the ps and
+	// the Keras optimizer's ApplyGradients trains them there.
+	kloop := findCell(t, nb, "kmodel.Call(x, true)")
+	wantOutput(t, nb, kloop, `(?m)^4 variables on the parameter servers$`)
+	if l := psLossesRe.FindStringSubmatch(cellAt(t, nb, kloop).Text()); l == nil {
+		t.Errorf("Keras custom loop: no loss line in %q", cellAt(t, nb, kloop).Text())
+	} else if first, _ := strconv.ParseFloat(l[1], 64); func() bool { last, _ := strconv.ParseFloat(l[2], 64); return !(last < 0.7*first) }() {
+		t.Errorf("Keras custom loop: mean loss %s over the first steps, %s over the last: want it to fall by 30%%", l[1], l[2])
+	}
+	wantAccuracy(t, nb, kloop, 0.8)
 	wantOutput(t, nb, len(nb.Cells)-1, `parameter servers stopped`)
 }
 
