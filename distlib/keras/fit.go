@@ -265,7 +265,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	m.step++
 	seed := mix(m.seed, uint64(m.step))
 	m.mu.Unlock()
-	if st, ok, err := m.trainStepBuckets(x, y, globalBatch, seed, metrics); ok {
+	if st, ok, err := m.trainStepBuckets(ctx, x, y, globalBatch, seed, metrics); ok {
 		return st, err
 	}
 

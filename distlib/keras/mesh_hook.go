@@ -1,9 +1,11 @@
 package keras
 
 import (
+	"context"
 	"fmt"
 	"sync"
 
+	"godist/distlib/cell"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 )
@@ -57,10 +59,12 @@ type MeshEngine interface {
 	Weights() []*tensor.Tensor
 	// Assign sets parameter i from its global value.
 	Assign(i int, data []float32) error
-	// Forward computes the model on a global batch (training turns Dropout on).
-	Forward(x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
-	// TrainStep computes the gradients of one global batch.
-	TrainStep(step MeshStep) (MeshStepResult, error)
+	// Forward computes the model on a global batch (training turns Dropout on); the
+	// devices' exchanges stop when ctx is done.
+	Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
+	// TrainStep computes the gradients of one global batch; the devices' exchanges stop
+	// when ctx is done.
+	TrainStep(ctx context.Context, step MeshStep) (MeshStepResult, error)
 }
 
 var (
@@ -131,7 +135,7 @@ func (m *Model) meshAssign(data func(i int) []float32) {
 }
 
 func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
-	out, err := m.engine.Forward(x, training, func(i int) uint64 { return mix(stepSeed, uint64(i)) })
+	out, err := m.engine.Forward(cell.Context(), x, training, func(i int) uint64 { return mix(stepSeed, uint64(i)) })
 	if err != nil {
 		panic(fmt.Errorf("keras: model %s: %w", m.name, err))
 	}
@@ -140,12 +144,12 @@ func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *t
 
 // meshTrainStep is trainStep on the mesh engine: the seeds are those of a single replica,
 // the gradients come back synchronized and one optimizer step updates every device's part.
-func (m *Model) meshTrainStep(x, y *tensor.Tensor, metrics []*Metric) (stats, error) {
+func (m *Model) meshTrainStep(ctx context.Context, x, y *tensor.Tensor, metrics []*Metric) (stats, error) {
 	m.mu.Lock()
 	m.step++
 	seed := mix(mix(m.seed, uint64(m.step)), 0)
 	m.mu.Unlock()
-	res, err := m.engine.TrainStep(MeshStep{
+	res, err := m.engine.TrainStep(ctx, MeshStep{
 		X: x, Y: y,
 		Seed:       func(i int) uint64 { return mix(seed, uint64(i)) },
 		PerExample: m.loss.PerExample,

@@ -112,7 +112,7 @@ func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor) (*tensor.Tensor
 // trainStepBuckets is trainStep for one local replica on several workers: a layer-by-layer
 // backward pass whose gradients are all-reduced in buckets while it goes on. ok is false
 // when the strategy does not train that way (Fit then uses the general path).
-func (m *Model) trainStepBuckets(x, y *tensor.Tensor, globalBatch int, seed uint64, metrics []*Metric) (st stats, ok bool, err error) {
+func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globalBatch int, seed uint64, metrics []*Metric) (st stats, ok bool, err error) {
 	devs := m.strategy.ExtendedReplicaDevices()
 	_, workers := m.strategy.ExtendedWorker()
 	bs, isBS := m.strategy.(bucketStrategy)
@@ -144,7 +144,7 @@ func (m *Model) trainStepBuckets(x, y *tensor.Tensor, globalBatch int, seed uint
 		}
 	}
 	b := m.mw.bucketer
-	ctx, cancel := context.WithTimeout(context.Background(), bs.ExtendedTimeout())
+	ctx, cancel := context.WithTimeout(ctx, bs.ExtendedTimeout())
 	defer cancel()
 	// The gradients are copied into buffers kept from step to step (the optimizer reads
 	// them and keeps nothing), rather than into fresh ones: 1.4 MB less garbage per step

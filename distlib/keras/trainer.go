@@ -81,6 +81,6 @@ func (e *meshTrainer) step(ctx context.Context, batches []data.Element) (stats, 
 		return stats{}, false, err
 	}
 	e.m.ensureBuilt(x)
-	st, err := e.m.meshTrainStep(x, y, e.metrics)
+	st, err := e.m.meshTrainStep(ctx, x, y, e.metrics)
 	return st, true, err
 }

@@ -319,8 +319,8 @@ func (e *Engine) Assign(i int, data []float32) error {
 }
 
 // Forward implements keras.MeshEngine.
-func (e *Engine) Forward(x *tensor.Tensor, training bool, seed func(int) uint64) (*tensor.Tensor, error) {
-	res, err := e.run(x, nil, training, seed, nil)
+func (e *Engine) Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(int) uint64) (*tensor.Tensor, error) {
+	res, err := e.run(ctx, x, nil, training, seed, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -328,11 +328,11 @@ func (e *Engine) Forward(x *tensor.Tensor, training bool, seed func(int) uint64)
 }
 
 // TrainStep implements keras.MeshEngine.
-func (e *Engine) TrainStep(step keras.MeshStep) (keras.MeshStepResult, error) {
+func (e *Engine) TrainStep(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error) {
 	if step.Y == nil {
 		return keras.MeshStepResult{}, errorf("TrainStep", "labels are nil")
 	}
-	res, err := e.run(step.X, step.Y, true, step.Seed, &step)
+	res, err := e.run(ctx, step.X, step.Y, true, step.Seed, &step)
 	if err != nil {
 		return keras.MeshStepResult{}, err
 	}
@@ -394,7 +394,7 @@ func (e *Engine) position(d int) (b, k int) {
 
 // run executes one global batch on every device; with step set, also backward and the
 // gradient synchronization.
-func (e *Engine) run(x, y *tensor.Tensor, training bool, seed func(int) uint64, step *keras.MeshStep) (*runResult, error) {
+func (e *Engine) run(ctx context.Context, x, y *tensor.Tensor, training bool, seed func(int) uint64, step *keras.MeshStep) (*runResult, error) {
 	if x == nil || x.Rank() < 1 {
 		return nil, errorf("Engine", "the input batch is nil or a scalar")
 	}
@@ -415,7 +415,10 @@ func (e *Engine) run(x, y *tensor.Tensor, training bool, seed func(int) uint64, 
 	if vars == nil {
 		return nil, errorf("Engine", "the model is not built")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), DefaultStepTimeout)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, DefaultStepTimeout)
 	defer cancel()
 	c := e.newComms()
 	ndev := len(e.mesh.devices)

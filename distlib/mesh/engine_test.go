@@ -245,7 +245,7 @@ func TestDataParallelSplitsBatch(t *testing.T) {
 	// A batch smaller than the batch axis cannot be split.
 	var m *keras.Model
 	dp.Scope(func() { m = courseMLP(false, layers.Softmax) })
-	_, err := m.MeshEngine().Forward(tensor.Zeros(1, 28, 28, 1), false, nil)
+	_, err := m.MeshEngine().Forward(context.Background(), tensor.Zeros(1, 28, 28, 1), false, nil)
 	if err == nil || !strings.Contains(err.Error(), "smaller than the batch axis") {
 		t.Errorf("Forward(batch 1) error = %v, want one naming the batch axis", err)
 	}
