@@ -15,6 +15,8 @@ import (
 type CrossDeviceOps interface {
 	// Name returns the TensorFlow class name, such as "ReductionToOneDevice".
 	Name() string
+	// String returns the name with the settings, such as "NcclAllReduce(num_packs=1)".
+	String() string
 	// BatchAllReduce reduces perReplica[r][i] over r for every i and returns, for every
 	// replica r, the reduced tensors placed on devices[r].
 	BatchAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error)
@@ -47,6 +49,16 @@ func NewReductionToOneDevice(reduceToDevice ...string) *ReductionToOneDevice {
 
 // Name returns "ReductionToOneDevice".
 func (r *ReductionToOneDevice) Name() string { return "ReductionToOneDevice" }
+
+// String returns "ReductionToOneDevice(reduce_to_device=...)" (the first replica's device
+// when none was given).
+func (r *ReductionToOneDevice) String() string {
+	to := r.reduceTo
+	if to == "" {
+		to = "the first replica's device"
+	}
+	return fmt.Sprintf("ReductionToOneDevice(reduce_to_device=%s)", to)
+}
 
 // BatchAllReduce sums on one device and broadcasts the result to every device.
 func (r *ReductionToOneDevice) BatchAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
@@ -85,6 +97,11 @@ func NewHierarchicalCopyAllReduce(numPacks ...int) *HierarchicalCopyAllReduce {
 
 // Name returns "HierarchicalCopyAllReduce".
 func (h *HierarchicalCopyAllReduce) Name() string { return "HierarchicalCopyAllReduce" }
+
+// String returns "HierarchicalCopyAllReduce(num_packs=N)".
+func (h *HierarchicalCopyAllReduce) String() string {
+	return fmt.Sprintf("HierarchicalCopyAllReduce(num_packs=%d)", h.numPacks)
+}
 
 // BatchAllReduce reduces in two groups, combines the group sums and broadcasts.
 func (h *HierarchicalCopyAllReduce) BatchAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
@@ -185,6 +202,9 @@ func NewNcclAllReduce(numPacks ...int) *NcclAllReduce {
 // Name returns "NcclAllReduce".
 func (n *NcclAllReduce) Name() string { return "NcclAllReduce" }
 
+// String returns "NcclAllReduce(num_packs=N)".
+func (n *NcclAllReduce) String() string { return fmt.Sprintf("NcclAllReduce(num_packs=%d)", n.numPacks) }
+
 // BatchAllReduce runs NCCL when it can serve the devices, and otherwise falls back.
 func (n *NcclAllReduce) BatchAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
 	if err := checkAllReduceArgs(op, perReplica, devices); err != nil {
@@ -236,11 +256,23 @@ func selectCrossDeviceOps(devices []string) CrossDeviceOps {
 	if why == "" {
 		return NewNcclAllReduce()
 	}
-	if len(devices) > 1 {
+	if len(devices) > 1 && hasGPU(devices) {
+		// On CPUs alone ReductionToOneDevice is the only choice, as in TensorFlow: nothing
+		// to say beyond the strategy's one line. With GPUs, say why NCCL is not used.
 		logf("INFO", "Not using NcclAllReduce for devices (%s): %s; using ReductionToOneDevice.", quoteList(devices), why)
 	}
 	r := &ReductionToOneDevice{}
 	return r
+}
+
+// hasGPU reports whether any of devices is a GPU.
+func hasGPU(devices []string) bool {
+	for _, d := range devices {
+		if deviceType(d) == device.GPU {
+			return true
+		}
+	}
+	return false
 }
 
 func checkAllReduceArgs(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) error {

@@ -167,6 +167,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	}
 	if s.comm == CommunicationNCCL && nccl() == nil {
 		logf("WARNING", "CommunicationImplementation.NCCL needs a GPU backend with NCCL, which this build lacks; using RING.")
+		s.comm = CommunicationRing
 	}
 	if mo.t != nil {
 		s.t = mo.t
