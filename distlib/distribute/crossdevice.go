@@ -203,7 +203,9 @@ func NewNcclAllReduce(numPacks ...int) *NcclAllReduce {
 func (n *NcclAllReduce) Name() string { return "NcclAllReduce" }
 
 // String returns "NcclAllReduce(num_packs=N)".
-func (n *NcclAllReduce) String() string { return fmt.Sprintf("NcclAllReduce(num_packs=%d)", n.numPacks) }
+func (n *NcclAllReduce) String() string {
+	return fmt.Sprintf("NcclAllReduce(num_packs=%d)", n.numPacks)
+}
 
 // BatchAllReduce runs NCCL when it can serve the devices, and otherwise falls back.
 func (n *NcclAllReduce) BatchAllReduce(op ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
