@@ -7,7 +7,7 @@ import (
 )
 
 // TestTrainingInterrupt runs testdata/training.py through jupyter_client: an interrupted
-// model.Fit and an interrupted custom loop stop within a second, leave the kernel idle, and
+// model.Fit, custom loop, %%distributed Fit and ClusterCoordinator loop stop within a second, leave the kernel idle, and
 // the next cells' Evaluate and Fit work.
 func TestTrainingInterrupt(t *testing.T) {
 	kernelNeedPython(t, "jupyter_client")
@@ -17,7 +17,7 @@ func TestTrainingInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatalf("training interrupt tests: %v\n%s", err, out)
 	}
-	if n := len(kernelTestLine.FindAllString(out, -1)); n < 3 {
-		t.Errorf("training interrupt tests ran %d tests, want 3\n%s", n, out)
+	if n := len(kernelTestLine.FindAllString(out, -1)); n < 4 {
+		t.Errorf("training interrupt tests ran %d tests, want 4\n%s", n, out)
 	}
 }

@@ -1,7 +1,8 @@
 """Interrupting training through jupyter_client: a long model.Fit stops at the next step,
 the reply comes within 1 s, the kernel goes back to idle (no CPU, no goroutines left, no
 more progress updates), and the model, optimizer and strategy keep working in the next
-cells. Also a custom loop (strategy.Run) interrupted the same way."""
+cells. Also a custom loop (strategy.Run), a %%distributed Fit and a ClusterCoordinator loop
+interrupted the same way."""
 import os
 import time
 import unittest
@@ -208,6 +209,62 @@ class DistributedInterruptTests(KernelCase):
         self.assertLess(cpu_seconds(self.pid) - c0, 0.15, "the kernel is busy after the interrupt")
         reply, _ = self.reply_to(self.kc.execute("1 + 1")), None
         self.assertEqual(reply["content"]["status"], "ok")
+
+
+COORDINATOR = '''import (
+    "net"
+    "time"
+    "godist/distlib/cluster"
+)
+lis, _ := net.Listen("tcp", "127.0.0.1:0")
+psSpec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
+psResolver, _ := cluster.NewSimpleClusterResolver(psSpec, "ps", 0, "grpc")
+psServer, err := distribute.ServeParameterServer(psResolver, lis, distribute.WithPSToken("t"))
+if err != nil {
+    panic(err)
+}
+spec, _ := cluster.NewClusterSpec(map[string][]string{"chief": {"127.0.0.1:1"}, "worker": {"127.0.0.1:2", "127.0.0.1:3"}, "ps": {lis.Addr().String()}})
+resolver, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
+psStrategy := distribute.NewParameterServerStrategy(resolver, distribute.WithPSToken("t"))
+coordinator := distribute.NewClusterCoordinator(psStrategy)
+counter := psStrategy.NewVariable("counter", tensor.Scalar(0), false)
+step := func(w *distribute.WorkerContext) (*tensor.Tensor, error) {
+    time.Sleep(20 * time.Millisecond)
+    return nil, w.AssignAdd(counter, tensor.Scalar(1))
+}
+fmt.Println("goroutines", runtime.NumGoroutine())
+'''
+
+
+class CoordinatorInterruptTests(KernelCase):
+    def test_coordinator_loop_interrupted(self):
+        self.execute(SETUP)
+        self.execute(COORDINATOR)
+        self.execute("for i := 0; i < 4; i++ { coordinator.Schedule(step) }\nif err := coordinator.Join(); err != nil { panic(err) }")
+        base = self.goroutines()
+        msg_id = self.kc.execute("for i := 0; i < 100000; i++ {\n    coordinator.Schedule(step)\n}\ncoordinator.Join()")
+        time.sleep(3)
+        started = time.time()
+        self.km.interrupt_kernel()
+        reply = self.reply_to(msg_id, timeout=10)
+        elapsed = time.time() - started
+        self.iopub_until_idle(msg_id)
+        self.assertEqual(reply["content"]["status"], "error", reply["content"])
+        self.assertLess(elapsed, 1.0, "the interrupted coordinator loop took %.2fs to reply" % elapsed)
+        time.sleep(2)
+        c0 = cpu_seconds(self.pid)
+        time.sleep(1)
+        self.assertLess(cpu_seconds(self.pid) - c0, 0.15, "the kernel is busy after the interrupt: steps still run")
+        before = float(self.execute("fmt.Println(counter.Value().Item())").split()[-1])
+        time.sleep(1)
+        after = float(self.execute("fmt.Println(counter.Value().Item())").split()[-1])
+        self.assertEqual(before, after, "steps went on running after the interrupt")
+        self.assertLessEqual(self.goroutines(), base + 3, "goroutines left after the interrupt")
+        # The coordinator keeps working in the next cell.
+        out = self.execute("for i := 0; i < 10; i++ { coordinator.Schedule(step) }\n"
+                           "if err := coordinator.Join(); err != nil { panic(err) }\n"
+                           "fmt.Println(\"counter\", counter.Value().Item())")
+        self.assertEqual(float(out.split("counter")[-1].split()[0]), after + 10, out)
 
 
 def text_of(pub):
