@@ -455,6 +455,12 @@ func (l *lockedOutput) ClearOutput(wait bool) {
 	l.out.ClearOutput(wait)
 }
 
+// PlainText forwards the wrapped Output's display.PlainText answer (false when it has none).
+func (l *lockedOutput) PlainText() bool {
+	t, ok := l.out.(display.PlainText)
+	return ok && t.PlainText()
+}
+
 // Input is not serialized: output keeps flowing while the front end waits for the user.
 func (l *lockedOutput) Input(prompt string, password bool) (string, error) {
 	return l.out.Input(prompt, password)
@@ -504,6 +510,13 @@ func (p publisher) show(data, md display.Bundle, id string, update bool) {
 	if out := p.s.output(); out != nil {
 		out.Display(map[string]any(data), map[string]any(md), id, update)
 	}
+}
+
+// PlainText reports whether the cell's output renders displays as plain text (an Output
+// with a PlainText method reporting true, such as a %%distributed worker's).
+func (p publisher) PlainText() bool {
+	t, ok := p.s.output().(display.PlainText)
+	return ok && t.PlainText()
 }
 
 func (p publisher) Display(data, md display.Bundle, id string) { p.show(data, md, id, false) }

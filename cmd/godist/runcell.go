@@ -64,6 +64,10 @@ func (o stdOutput) Display(data, _ map[string]any, _ string, _ bool) {
 
 func (o stdOutput) ClearOutput(bool) {}
 
+// PlainText tells the display package that this output is a pipe read line by line:
+// progress bars print their lines once instead of redrawing a display.
+func (o stdOutput) PlainText() bool { return true }
+
 func (o stdOutput) Input(string, bool) (string, error) {
 	return "", errors.New("godist worker-cell: a worker cannot read input")
 }

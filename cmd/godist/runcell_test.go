@@ -81,6 +81,7 @@ func TestDistributedMagic(t *testing.T) {
 		name, cell string
 		want       []string
 		wantErr    string
+		count      map[string]int // substrings and how many times each must appear
 	}{
 		{"two workers", `%%distributed --workers 2
 import (
@@ -92,15 +93,28 @@ s := distribute.NewMultiWorkerMirroredStrategy()
 i, n := s.ExtendedWorker()
 v, err := distribute.BroadcastFromChief(s, []*tensor.Tensor{tensor.Scalar(float32(10 + i))})
 fmt.Printf("worker %d of %d chief=%v got %v err=%v\n", i, n, s.ExtendedIsChief(), v[0].Data(), err)
-`, []string{"[worker 0] worker 0 of 2 chief=true got [10] err=<nil>", "[worker 1] worker 1 of 2 chief=false got [10] err=<nil>"}, ""},
+`, []string{"[worker 0] worker 0 of 2 chief=true got [10] err=<nil>", "[worker 1] worker 1 of 2 chief=false got [10] err=<nil>"}, "", nil},
+		{"Fit prints each epoch's lines once", `%%distributed --workers 1
+import (
+	"godist/distlib/data"
+	"godist/distlib/keras"
+	"godist/distlib/keras/layers"
+	"godist/distlib/tensor"
+)
+x := tensor.RandomNormal([]int{256, 4}, 0, 1, 1)
+m := keras.Sequential(layers.Dense(1, layers.InputShape(4)))
+m.Compile(keras.SGD(0.01), keras.MeanSquaredError())
+m.Fit(data.FromTensorSlices(x, tensor.ReduceSum(x, 1)).Batch(32, false), keras.Epochs(2))
+`, []string{"[worker 0] Epoch 1/2\n[worker 0] 8/8 [====", "[worker 0] Epoch 2/2\n[worker 0] 8/8 [===="}, "",
+			map[string]int{"Epoch 1/2": 1, "Epoch 2/2": 1, "/step - loss": 2}},
 		{"compile error names the line", `%%distributed --workers 2
 x := undefinedThing + 1
-`, nil, "cell line 2"},
-		{"bad arguments", "%%distributed --workers -1\n1\n", nil, "want 1 to 64"},
+`, nil, "cell line 2", nil},
+		{"bad arguments", "%%distributed --workers -1\n1\n", nil, "want 1 to 64", nil},
 		{"timeout stops the workers", `%%distributed --workers 1 --timeout 2s
 import "time"
 time.Sleep(time.Minute)
-`, nil, "stopped"},
+`, nil, "stopped", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
@@ -120,6 +134,11 @@ time.Sleep(time.Minute)
 			for _, w := range tc.want {
 				if !strings.Contains(out.String(), w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
+				}
+			}
+			for w, want := range tc.count {
+				if n := strings.Count(out.String(), w); n != want {
+					t.Errorf("%q appears %d times, want %d:\n%s", w, n, want, out)
 				}
 			}
 		})

@@ -48,11 +48,26 @@ func SetPublisher(p Publisher) Publisher {
 	return old
 }
 
-// InNotebook reports whether displays go to a notebook front end.
+// PlainText is implemented by a Publisher that renders to plain text (the workers of
+// %%distributed write to a pipe the notebook relays line by line): when PlainText reports
+// true, InNotebook is false, so progress bars print lines instead of updating a display.
+type PlainText interface {
+	PlainText() bool
+}
+
+// InNotebook reports whether displays go to a notebook front end that updates them in
+// place.
 func InNotebook() bool {
 	mu.RLock()
-	defer mu.RUnlock()
-	return pub != nil
+	p := pub
+	mu.RUnlock()
+	if p == nil {
+		return false
+	}
+	if t, ok := p.(PlainText); ok && t.PlainText() {
+		return false
+	}
+	return true
 }
 
 func current() Publisher {
