@@ -63,10 +63,10 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 	}
 	token := opts.Token
 	if token == "" {
-		token = os.Getenv(TokenEnv)
-	}
-	if token == "" {
-		return nil, fmt.Errorf("cluster: no cluster token: set %s to the same secret on every task (godist launch does)", TokenEnv)
+		var err error
+		if token, err = Token(); err != nil {
+			return nil, err
+		}
 	}
 	tasks := spec.Tasks()
 	addrs := make([]string, len(tasks))

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -237,7 +236,10 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 	}
 	token := mo.token
 	if token == "" {
-		token = os.Getenv(cluster.TokenEnv)
+		var err error
+		if token, err = cluster.Token(); err != nil {
+			return fmt.Errorf("%w: %v; or use WithClusterToken", ErrCluster, err)
+		}
 	}
 	hi, ht := mo.healthInterval, mo.healthTimeout
 	if hi == 0 {

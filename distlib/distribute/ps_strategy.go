@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"sync"
 	"time"
 
@@ -38,6 +37,7 @@ type PSOption func(*psOptions)
 type psOptions struct {
 	partitioner   Partitioner
 	token         string
+	tokenErr      error // why there is no token (cluster.Token)
 	timeout       time.Duration
 	remote        bool
 	workerTimeout time.Duration
@@ -93,7 +93,7 @@ func applyPSOptions(opts []PSOption) *psOptions {
 		}
 	}
 	if o.token == "" {
-		o.token = os.Getenv(cluster.TokenEnv)
+		o.token, o.tokenErr = cluster.Token()
 	}
 	if o.timeout <= 0 {
 		o.timeout = 10 * time.Second
@@ -164,7 +164,7 @@ func newParameterServerStrategy(r cluster.Resolver, opts []PSOption) (*Parameter
 		return nil, fmt.Errorf("%w: ParameterServerStrategy needs at least one worker task, the cluster %v has none", ErrCluster, spec)
 	}
 	if o.token == "" {
-		return nil, fmt.Errorf("%w: no cluster token: set %s (the same on every task; godist launch does) or use WithPSToken", ErrCluster, cluster.TokenEnv)
+		return nil, fmt.Errorf("%w: %v; or use WithPSToken", ErrCluster, o.tokenErr)
 	}
 	s := &ParameterServerStrategy{numWorkers: nw, partitioner: o.partitioner, token: o.token, timeout: o.timeout,
 		remote: o.remote, workerAddrs: spec.JobTasks(cluster.Worker), workerTO: o.workerTimeout, reachTO: o.reachTimeout, names: map[string]int{}}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -234,18 +235,25 @@ func TestCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-		defer cancel()
-		env := []string{helperEnv + "=allreduce", fmt.Sprintf("GODIST_SLURMTEST_PORT_BASE=%d", ports[0]),
-			cluster.TokenEnv + "=slurmtest-token"}
-		out, err := c.SrunEnv(ctx, env, "-n", "2", exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []float32{3, 30, 1}
-		for rank, rep := range parseReports(t, out, 2) {
-			if !slices.Equal(rep.Sum, want) {
-				t.Errorf("rank %d: all-reduce sum = %v, want %v", rank, rep.Sum, want)
+		// With a token set by hand, and with none: plain srun derives one from the job id
+		// and the user's cluster secret (created by the first task).
+		secret := filepath.Join(t.TempDir(), "cluster-secret")
+		for _, auth := range [][]string{
+			{cluster.TokenEnv + "=slurmtest-token"},
+			{cluster.TokenEnv + "=", cluster.SecretFileEnv + "=" + secret},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+			defer cancel()
+			env := append([]string{helperEnv + "=allreduce", fmt.Sprintf("GODIST_SLURMTEST_PORT_BASE=%d", ports[0])}, auth...)
+			out, err := c.SrunEnv(ctx, env, "-n", "2", exe)
+			if err != nil {
+				t.Fatalf("srun with %v: %v", auth, err)
+			}
+			want := []float32{3, 30, 1}
+			for rank, rep := range parseReports(t, out, 2) {
+				if !slices.Equal(rep.Sum, want) {
+					t.Errorf("%v: rank %d: all-reduce sum = %v, want %v", auth, rank, rep.Sum, want)
+				}
 			}
 		}
 	})
