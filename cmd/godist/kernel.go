@@ -5,9 +5,11 @@ import (
 	"errors"
 	"log"
 	"os"
+	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
@@ -35,6 +37,11 @@ func runKernel(args []string) error {
 	if err != nil {
 		logger.Printf("history disabled: %v", err)
 		hist, _ = kernel.NewHistory("")
+	}
+	if added, err := ensureOnPath(); err != nil {
+		logger.Printf("PATH: %v", err)
+	} else if added != "" {
+		logger.Printf("PATH: added %s, where this godist lives, so that shell cells and srun find it", added)
 	}
 	dir, _ := os.Getwd()
 	ex := newSessionExecutor(interp.Options{CaptureFDs: true, Dir: dir})
@@ -83,6 +90,31 @@ func runKernel(args []string) error {
 		})
 	})
 	return k.Run(ctx)
+}
+
+// ensureOnPath puts the directory of this godist binary at the front of PATH when
+// `godist` on PATH is not this binary (godist install --prefix DIR, or a binary run from
+// its build directory): shell cells (`!srun ... godist worker`) and the processes they start
+// then run the kernel's own godist. It returns the directory added ("" when none).
+func ensureOnPath() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	if exe, err = filepath.EvalSymlinks(exe); err != nil {
+		return "", err
+	}
+	if found, err := exec.LookPath("godist"); err == nil {
+		if f, err := filepath.EvalSymlinks(found); err == nil && f == exe {
+			return "", nil
+		}
+	}
+	dir := filepath.Dir(exe)
+	path := os.Getenv("PATH")
+	if first, _, _ := strings.Cut(path, string(os.PathListSeparator)); first == dir {
+		return "", nil
+	}
+	return dir, os.Setenv("PATH", dir+string(os.PathListSeparator)+path)
 }
 
 // parentExitDeadline bounds the shutdown that follows the parent's exit.

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -142,5 +143,26 @@ time.Sleep(time.Minute)
 				}
 			}
 		})
+	}
+}
+
+// TestEnsureOnPath: the kernel puts its own directory first on PATH when `godist` on PATH
+// is another binary or none (godist install --prefix), once.
+func TestEnsureOnPath(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe, _ = filepath.EvalSymlinks(exe)
+	t.Setenv("PATH", "/nonexistent-dir")
+	added, err := ensureOnPath()
+	if err != nil || added != filepath.Dir(exe) {
+		t.Fatalf("ensureOnPath() = %q, %v; want %q", added, err, filepath.Dir(exe))
+	}
+	if want := filepath.Dir(exe) + string(os.PathListSeparator) + "/nonexistent-dir"; os.Getenv("PATH") != want {
+		t.Fatalf("PATH = %q, want %q", os.Getenv("PATH"), want)
+	}
+	if added, _ := ensureOnPath(); added != "" {
+		t.Errorf("a second ensureOnPath added %q again", added)
 	}
 }
