@@ -407,3 +407,48 @@ func OneHot(indices *Tensor, depth int) *Tensor {
 	}
 	return out
 }
+
+// Gather returns the rows of params picked by indices (integer values stored as float32),
+// like tf.gather(params, indices) on axis 0: the result has shape indices.Shape() followed
+// by params.Shape()[1:]. Its gradient with respect to params adds each output row's
+// gradient into the row it came from (an embedding's update touches only the rows used).
+// An index that is not an integer in [0, rows) panics with an error naming it.
+func Gather(params, indices *Tensor) *Tensor {
+	if params == nil || indices == nil {
+		panic(argErr("Gather", "params and indices must not be nil"))
+	}
+	if params.Rank() < 1 {
+		panic(argErr("Gather", "params must have at least one axis, got a scalar"))
+	}
+	rows := params.shape[0]
+	row := 1
+	for _, d := range params.shape[1:] {
+		row *= d
+	}
+	idx := make([]int, len(indices.data))
+	for i, v := range indices.data {
+		k := int(v)
+		if float32(k) != v || k < 0 || k >= rows {
+			panic(argErr("Gather", "index %v (element %d of the indices) is not an integer in [0, %d): params has %d rows", v, i, rows, rows))
+		}
+		idx[i] = k
+	}
+	dev := place("Gather", params)
+	out := newOn(dev, append(indices.Shape(), params.shape[1:]...))
+	for i, k := range idx {
+		copy(out.data[i*row:(i+1)*row], params.data[k*row:(k+1)*row])
+	}
+	return record(out, func(g *Tensor, need []bool) []*Tensor {
+		if !need[0] {
+			return []*Tensor{nil, nil}
+		}
+		gp := newOn(dev, params.Shape())
+		for i, k := range idx {
+			dst, src := gp.data[k*row:(k+1)*row], g.data[i*row:(i+1)*row]
+			for j := range dst {
+				dst[j] += src[j]
+			}
+		}
+		return []*Tensor{gp, nil}
+	}, params, indices)
+}
