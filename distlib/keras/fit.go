@@ -287,7 +287,8 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		tape := tensor.NewGradientTape()
 		pred := m.forward(c, xs, true, mix(seed, uint64(r)))
 		perEx := m.loss.PerExample(ys, pred)
-		loss := tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch))
+		st := m.shardStats(metrics, ys, pred, perEx)
+		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(valuesOf(m.vars[c])), st, globalBatch)
 		grads := tape.Gradient(loss, vars)
 		for i, g := range grads {
 			if g == nil {
@@ -295,7 +296,6 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 			}
 			out = append(out, g)
 		}
-		st := m.shardStats(metrics, ys, pred, perEx)
 		perReplica[r] = append(out, tensor.MustNew([]int{len(st)}, st))
 		return nil
 	})
@@ -777,4 +777,13 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 		return outs[0]
 	}
 	return tensor.Concat(0, outs...)
+}
+
+// valuesOf returns the current values of vars.
+func valuesOf(vars []*tensor.Variable) []*tensor.Tensor {
+	out := make([]*tensor.Tensor, len(vars))
+	for i, v := range vars {
+		out[i] = v.Value()
+	}
+	return out
 }

@@ -187,6 +187,12 @@ func (m *Model) build(in []int) error {
 		cur = out
 	}
 	if m.engine != nil {
+		for _, l := range m.layers {
+			if r, ok := l.(layers.Regularized); ok && r.HasRegularizer() {
+				return fmt.Errorf("%w: model %s: layer %s has a KernelRegularizer, which a keras distribution (device mesh) does not apply yet: "+
+					"remove it, or train with a distribute strategy", ErrInvalidArgument, m.name, l.Name())
+			}
+		}
 		// Every worker starts from the chief's initial values.
 		inits, err := distribute.BroadcastFromChief(m.strategy, inits)
 		if err != nil {
@@ -572,4 +578,84 @@ func containsLayer(ls []layers.Layer, l layers.Layer) bool {
 		}
 	}
 	return false
+}
+
+// layerPenalty returns layer i's regularization penalty for the parameter values vals (one
+// per model parameter), or nil when the layer has none.
+func (m *Model) layerPenalty(i int, vals []*tensor.Tensor) *tensor.Tensor {
+	reg, ok := m.layers[i].(layers.Regularized)
+	if !ok {
+		return nil
+	}
+	r := m.paramRange[i]
+	return reg.RegularizationLoss(vals[r[0]:r[1]])
+}
+
+// regularization returns the sum of the layers' penalties for the parameter values vals
+// divided by the replicas in sync (tf.nn.scale_regularization_loss: every replica adds its
+// share, the gradient all-reduce sums them), or nil when no layer has a regularizer.
+func (m *Model) regularization(vals []*tensor.Tensor) *tensor.Tensor {
+	return m.penalties(0, len(m.layers), vals)
+}
+
+// penalties is regularization over layers [first, end).
+func (m *Model) penalties(first, end int, vals []*tensor.Tensor) *tensor.Tensor {
+	var sum *tensor.Tensor
+	for i := first; i < end; i++ {
+		if p := m.layerPenalty(i, vals); p != nil {
+			if sum == nil {
+				sum = p
+			} else {
+				sum = tensor.Add(sum, p)
+			}
+		}
+	}
+	if sum == nil {
+		return nil
+	}
+	return tensor.Scale(sum, 1/float32(max(1, m.strategy.NumReplicasInSync())))
+}
+
+// withPenalty adds the scaled penalty reg (nil: none) to a replica's loss and to its loss
+// statistic st[0] (the loss summed over the global batch, so that the logged loss is the
+// data loss plus the penalty, as Keras logs it).
+func withPenalty(loss, reg *tensor.Tensor, st []float32, globalBatch int) *tensor.Tensor {
+	if reg == nil {
+		return loss
+	}
+	st[0] += reg.Item() * float32(globalBatch)
+	return tensor.Add(loss, reg)
+}
+
+// Losses returns the regularization penalties of the layers that have a regularizer, with
+// the variables' current values, like model.losses: a custom loop adds them to its loss
+// (scaled by the replicas in sync, as distribute.ComputeAverageLoss scales the data loss:
+// tf.nn.scale_regularization_loss). Computed from TrainableVariables (the running
+// replica's copy; under a ParameterServerStrategy, values read from the ps), they are
+// differentiable with respect to it.
+func (m *Model) Losses() []*tensor.Tensor {
+	if !m.Built() {
+		panic(fmt.Errorf("%w: model %s is not built yet; call it on a batch first", ErrInvalidArgument, m.name))
+	}
+	var vals []*tensor.Tensor
+	m.mu.Lock()
+	st := m.ps
+	m.mu.Unlock()
+	if st != nil {
+		var err error
+		if vals, err = st.s.ExtendedReadVariables(cell.Context(), m.vars[0]); err != nil {
+			panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
+		}
+	} else {
+		for _, v := range m.variables(m.scopeCopy(), false) {
+			vals = append(vals, v.Value())
+		}
+	}
+	var out []*tensor.Tensor
+	for i := range m.layers {
+		if p := m.layerPenalty(i, vals); p != nil {
+			out = append(out, p)
+		}
+	}
+	return out
 }

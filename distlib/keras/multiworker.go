@@ -265,7 +265,12 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 	pred := h
 	perEx := m.loss.PerExample(ys, pred)
 	loss := tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch))
-	if err := add(0, m.shardStats(metrics, ys, pred, perEx)); err != nil {
+	st := m.shardStats(metrics, ys, pred, perEx)
+	vals := valuesOf(all)
+	if reg := m.regularization(vals); reg != nil {
+		st[0] += reg.Item() * float32(globalBatch)
+	}
+	if err := add(0, st); err != nil {
 		return err
 	}
 	var g *tensor.Tensor // gradient of the loss with respect to the current segment's output
@@ -277,6 +282,11 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 				g = tensor.Zeros(s.out.Shape()...)
 			}
 			target = tensor.ReduceSum(tensor.Mul(s.out, g))
+		}
+		// The penalties of the segment's layers join its target: their gradients reach
+		// the segment's variables only.
+		if reg := m.penalties(s.first, s.end, vals); reg != nil {
+			target = tensor.Add(target, reg)
 		}
 		srcs := make([]any, 0, len(s.vars)+1)
 		for _, v := range s.vars {

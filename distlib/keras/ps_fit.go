@@ -253,7 +253,8 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 		tape := tensor.NewGradientTape()
 		pred := m.forwardWith(vars, x, true, seeds[k])
 		perEx := m.loss.PerExample(y, pred)
-		loss := tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0]))
+		st := m.shardStats(metrics, y, pred, perEx)
+		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(valuesOf(vars)), st, x.Shape()[0])
 		grads := tape.Gradient(loss, train)
 		last := k == len(batches)-1
 		switch {
@@ -290,7 +291,7 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 		if err != nil {
 			return nil, err
 		}
-		for i, v := range m.shardStats(metrics, y, pred, perEx) {
+		for i, v := range st {
 			sums[i] += v
 		}
 	}

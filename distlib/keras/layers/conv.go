@@ -9,6 +9,7 @@ import (
 // Conv2DLayer is a 2-D convolution over NHWC inputs; see Conv2D.
 type Conv2DLayer struct {
 	base
+	kernelPenalty
 	filters, kernel, strides int
 	padding                  string
 	activation               Activation
@@ -18,17 +19,17 @@ type Conv2DLayer struct {
 // Conv2D returns a 2-D convolution with filters output channels and a kernel×kernel window,
 // like tf.keras.layers.Conv2D(filters, kernel_size, activation=...). Inputs are
 // (batch, height, width, channels). Options: an Activation, Strides, Padding, UseBias,
-// InputShape, Name.
+// KernelRegularizer, InputShape, Name.
 func Conv2D(filters, kernel int, opts ...Option) *Conv2DLayer {
 	if filters <= 0 || kernel <= 0 {
 		panic(fmt.Errorf("%w: Conv2D(%d, %d): filters and kernel size must be positive", ErrInvalidArgument, filters, kernel))
 	}
-	o := parseOptions("Conv2D", opts, "activation", "use_bias", "strides", "padding")
+	o := parseOptions("Conv2D", opts, "activation", "use_bias", "strides", "padding", "kernel_regularizer")
 	s := o.strides
 	if s == 0 {
 		s = 1
 	}
-	return &Conv2DLayer{base: newBase("Conv2D", "conv2d", o), filters: filters, kernel: kernel, strides: s,
+	return &Conv2DLayer{base: newBase("Conv2D", "conv2d", o), kernelPenalty: kernelPenalty{o.regularizer}, filters: filters, kernel: kernel, strides: s,
 		padding: o.padding, activation: o.activation, useBias: o.useBias}
 }
 

@@ -110,6 +110,7 @@ func (l *FlattenLayer) Forward(x *tensor.Tensor, _ []*tensor.Tensor, _ bool, _ u
 // DenseLayer is a fully connected layer; see Dense.
 type DenseLayer struct {
 	base
+	kernelPenalty
 	units      int
 	activation Activation
 	useBias    bool
@@ -117,13 +118,13 @@ type DenseLayer struct {
 
 // Dense returns a fully connected layer with units outputs: activation(x·kernel + bias),
 // like tf.keras.layers.Dense(units, activation=...). Options: an Activation, UseBias,
-// InputShape, Name.
+// KernelRegularizer, InputShape, Name.
 func Dense(units int, opts ...Option) *DenseLayer {
 	if units <= 0 {
 		panic(fmt.Errorf("%w: Dense units %d must be positive", ErrInvalidArgument, units))
 	}
-	o := parseOptions("Dense", opts, "activation", "use_bias")
-	return &DenseLayer{base: newBase("Dense", "dense", o), units: units, activation: o.activation, useBias: o.useBias}
+	o := parseOptions("Dense", opts, "activation", "use_bias", "kernel_regularizer")
+	return &DenseLayer{base: newBase("Dense", "dense", o), kernelPenalty: kernelPenalty{o.regularizer}, units: units, activation: o.activation, useBias: o.useBias}
 }
 
 // Build implements Layer: Dense works on the last axis.

@@ -10,6 +10,7 @@ import (
 // EmbeddingLayer maps integer ids to dense vectors; see Embedding.
 type EmbeddingLayer struct {
 	base
+	kernelPenalty
 	inputDim, outputDim int
 }
 
@@ -18,13 +19,13 @@ type EmbeddingLayer struct {
 // (batch, ...) holding ids (integers stored as float32) give outputs of shape
 // (batch, ..., outputDim). The table starts uniform in [-0.05, 0.05], as in Keras. An id
 // outside [0, inputDim) panics with an error naming it (Keras raises too). Options:
-// InputShape, Name.
+// KernelRegularizer (Keras's embeddings_regularizer), InputShape, Name.
 func Embedding(inputDim, outputDim int, opts ...Option) *EmbeddingLayer {
 	if inputDim <= 0 || outputDim <= 0 {
 		panic(fmt.Errorf("%w: Embedding(input_dim=%d, output_dim=%d): both must be positive", ErrInvalidArgument, inputDim, outputDim))
 	}
-	o := parseOptions("Embedding", opts)
-	return &EmbeddingLayer{base: newBase("Embedding", "embedding", o), inputDim: inputDim, outputDim: outputDim}
+	o := parseOptions("Embedding", opts, "kernel_regularizer")
+	return &EmbeddingLayer{base: newBase("Embedding", "embedding", o), kernelPenalty: kernelPenalty{o.regularizer}, inputDim: inputDim, outputDim: outputDim}
 }
 
 // Build implements Layer.

@@ -106,8 +106,9 @@ type options struct {
 	padding    string
 	useBias    bool
 	inputShape []int
-	name       string
-	set        map[string]bool
+	name        string
+	regularizer Regularizer
+	set         map[string]bool
 }
 
 type optionFunc func(*options) error
