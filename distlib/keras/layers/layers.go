@@ -101,11 +101,11 @@ func (a Activation) apply(o *options) error {
 type Option interface{ apply(*options) error }
 
 type options struct {
-	activation Activation
-	strides    int
-	padding    string
-	useBias    bool
-	inputShape []int
+	activation  Activation
+	strides     int
+	padding     string
+	useBias     bool
+	inputShape  []int
 	name        string
 	regularizer Regularizer
 	set         map[string]bool
