@@ -30,6 +30,8 @@ func init() {
 		"PS":                         reflect.ValueOf(constant.MakeFromLiteral("\"ps\"", token.STRING, 0)),
 		"ParseJobCounts":             reflect.ValueOf(cluster.ParseJobCounts),
 		"ParseTFConfig":              reflect.ValueOf(cluster.ParseTFConfig),
+		"SecretFileEnv":              reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_CLUSTER_SECRET_FILE\"", token.STRING, 0)),
+		"Token":                      reflect.ValueOf(cluster.Token),
 		"TokenEnv":                   reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_CLUSTER_TOKEN\"", token.STRING, 0)),
 		"Worker":                     reflect.ValueOf(constant.MakeFromLiteral("\"worker\"", token.STRING, 0)),
 

@@ -30,11 +30,23 @@ func init() {
 		// type definitions
 		"Bundle":    reflect.ValueOf((*display.Bundle)(nil)),
 		"Handle":    reflect.ValueOf((*display.Handle)(nil)),
+		"PlainText": reflect.ValueOf((*display.PlainText)(nil)),
 		"Publisher": reflect.ValueOf((*display.Publisher)(nil)),
 
 		// interface wrapper definitions
+		"_PlainText": reflect.ValueOf((*_godist_distlib_display_PlainText)(nil)),
 		"_Publisher": reflect.ValueOf((*_godist_distlib_display_Publisher)(nil)),
 	}
+}
+
+// _godist_distlib_display_PlainText is an interface wrapper for PlainText type
+type _godist_distlib_display_PlainText struct {
+	IValue     interface{}
+	WPlainText func() bool
+}
+
+func (W _godist_distlib_display_PlainText) PlainText() bool {
+	return W.WPlainText()
 }
 
 // _godist_distlib_display_Publisher is an interface wrapper for Publisher type

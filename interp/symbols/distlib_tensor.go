@@ -34,6 +34,7 @@ func init() {
 		"Flatten":                             reflect.ValueOf(tensor.Flatten),
 		"FromFloat64s":                        reflect.ValueOf(tensor.FromFloat64s),
 		"FusedConv2D":                         reflect.ValueOf(tensor.FusedConv2D),
+		"Gather":                              reflect.ValueOf(tensor.Gather),
 		"GlorotUniform":                       reflect.ValueOf(tensor.GlorotUniform),
 		"KernelName":                          reflect.ValueOf(tensor.KernelName),
 		"Log":                                 reflect.ValueOf(tensor.Log),
