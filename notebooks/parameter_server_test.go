@@ -61,6 +61,12 @@ func checkParameterServer(t *testing.T, nb *notebook) {
 		t.Errorf("Keras custom loop: mean loss %s over the first steps, %s over the last: want it to fall by 30%%", l[1], l[2])
 	}
 	wantAccuracy(t, nb, kloop, 0.8)
+
+	// The tutorial's example: StringLookup ids, an Embedding, an L2 penalty from model.Losses.
+	words := findCell(t, nb, "featureAndLabelGen(400)")
+	wantOutput(t, nb, words, `(?m)^vocabulary \[\[UNK\] avenger ironman batman hulk spiderman kingkong wonder_woman\]$`)
+	wantOutput(t, nb, words, `(?m)^training accuracy over the 100 steps 0\.[89]\d\d$`)
+	wantOutput(t, nb, words, `(?m)^final accuracy (0\.9[5-9]\d|1\.000)$`)
 	wantOutput(t, nb, len(nb.Cells)-1, `parameter servers stopped`)
 }
 
