@@ -112,6 +112,7 @@ type backupHeader struct {
 	Model      string          `json:"model"`
 	Epoch      int             `json:"epoch"` // 0-based, the last finished epoch
 	Step       int64           `json:"step"`
+	SaveCounter int            `json:"save_counter,omitempty"` // Checkpoint.Save's counter
 	Iterations int64           `json:"iterations"`
 	LR         float64         `json:"learning_rate"`
 	InputShape []int           `json:"input_shape"`
@@ -128,11 +129,16 @@ type backupVarSpec struct {
 }
 
 // encodeBackup serializes the model's state after epoch.
-func (m *Model) encodeBackup(epoch int) []byte {
+func (m *Model) encodeBackup(epoch int) []byte { return m.encodeState(m.optimizer, epoch, 0) }
+
+// encodeState serializes the model's variables and the state of optimizer o (nil: none).
+func (m *Model) encodeState(o *Optimizer, epoch, saves int) []byte {
 	vs := m.Variables()
-	o := m.optimizer
+	if o == nil {
+		o = &Optimizer{}
+	}
 	o.mu.Lock()
-	h := backupHeader{Model: m.name, Epoch: epoch, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape}
+	h := backupHeader{Model: m.name, Epoch: epoch, SaveCounter: saves, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape}
 	var body bytes.Buffer
 	put := func(d []float32) {
 		b := make([]byte, 4*len(d))
@@ -223,6 +229,12 @@ func (m *Model) restoreBackup(path string, st *backupState) error {
 	if m.optimizer == nil {
 		return fmt.Errorf("%w: restore %s: compile the model first", ErrNotCompiled, path)
 	}
+	return m.restoreState(m.optimizer, path, st)
+}
+
+// restoreState loads a verified state file into the model (every copy) and optimizer o
+// (nil: the variables only).
+func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	if !m.Built() {
 		if err := m.build(st.InputShape); err != nil {
 			return fmt.Errorf("%w: restore %s: build for input %v: %v", ErrBackup, path, st.InputShape, err)
@@ -232,7 +244,6 @@ func (m *Model) restoreBackup(path string, st *backupState) error {
 	if len(vs) != len(st.Variables) {
 		return fmt.Errorf("%w: %s holds %d variables, model %s has %d", ErrBackup, path, len(st.Variables), m.name, len(vs))
 	}
-	o := m.optimizer
 	vals := make([][]float32, len(vs))
 	slots := make([][][]float32, len(vs))
 	off := 0
@@ -248,7 +259,7 @@ func (m *Model) restoreBackup(path string, st *backupState) error {
 		if !sameInts(vs[i].Shape(), spec.Shape) {
 			return fmt.Errorf("%w: variable %d: model's %s has shape %v, %s's %s has %v", ErrBackup, i, vs[i].Name(), vs[i].Shape(), path, spec.Name, spec.Shape)
 		}
-		if spec.Slots != 0 && spec.Slots != o.nslots {
+		if o != nil && spec.Slots != 0 && spec.Slots != o.nslots {
 			return fmt.Errorf("%w: %s was written with %d optimizer slots per variable, %s has %d; use the same optimizer", ErrBackup, path, spec.Slots, o.name, o.nslots)
 		}
 		n := prodInts(spec.Shape)
@@ -258,6 +269,12 @@ func (m *Model) restoreBackup(path string, st *backupState) error {
 		}
 	}
 	m.assignAll(func(i int) []float32 { return vals[i] })
+	m.mu.Lock()
+	m.step = st.Step
+	m.mu.Unlock()
+	if o == nil {
+		return nil
+	}
 	o.mu.Lock()
 	o.iterations, o.lr = st.Iterations, st.LR
 	for _, copyVars := range m.vars {
@@ -278,9 +295,6 @@ func (m *Model) restoreBackup(path string, st *backupState) error {
 		}
 	}
 	o.mu.Unlock()
-	m.mu.Lock()
-	m.step = st.Step
-	m.mu.Unlock()
 	return nil
 }
 

@@ -166,9 +166,14 @@ func (m *Model) LoadWeights(path string) (err error) {
 	return nil
 }
 
-// LatestCheckpoint returns the most recently written weights file in dir (by modification
-// time, then name), like tf.train.latest_checkpoint, or "" when there is none.
+// LatestCheckpoint returns the latest checkpoint in dir, like tf.train.latest_checkpoint:
+// the one Checkpoint.Save recorded last, else the most recently written weights file
+// (ModelCheckpoint, SaveWeights; by modification time, then name), or "" when there is
+// none. Checkpoint.Restore takes either; Model.LoadWeights takes a weights file.
 func LatestCheckpoint(dir string) string {
+	if p := latestSaved(dir); p != "" {
+		return p
+	}
 	ents, err := os.ReadDir(dir)
 	if err != nil {
 		return ""
@@ -183,14 +188,7 @@ func LatestCheckpoint(dir string) string {
 			continue
 		}
 		p := filepath.Join(dir, e.Name())
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		var magic [8]byte
-		_, err = io.ReadFull(f, magic[:])
-		f.Close()
-		if err != nil || string(magic[:]) != weightsMagic {
+		if !isWeightsFile(p) {
 			continue
 		}
 		info, err := e.Info()
@@ -209,6 +207,18 @@ func LatestCheckpoint(dir string) string {
 		return naturalLess(cs[i].path, cs[j].path)
 	})
 	return cs[len(cs)-1].path
+}
+
+// isWeightsFile reports whether path starts with the weights format's magic.
+func isWeightsFile(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var magic [8]byte
+	_, err = io.ReadFull(f, magic[:])
+	return err == nil && string(magic[:]) == weightsMagic
 }
 
 // naturalLess compares names with digit runs as numbers ("ckpt_9" < "ckpt_10").
