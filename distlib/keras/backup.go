@@ -109,16 +109,16 @@ func (c *BackupAndRestoreCallback) TrainEnd(Logs) {
 // backupHeader describes a backup; the body holds, per variable, its values then its
 // optimizer slots (float32, little-endian).
 type backupHeader struct {
-	Model      string          `json:"model"`
-	Epoch      int             `json:"epoch"` // 0-based, the last finished epoch
-	Step       int64           `json:"step"`
-	SaveCounter int            `json:"save_counter,omitempty"` // Checkpoint.Save's counter
-	Iterations int64           `json:"iterations"`
-	LR         float64         `json:"learning_rate"`
-	InputShape []int           `json:"input_shape"`
-	Variables  []backupVarSpec `json:"variables"`
-	BodyBytes  int             `json:"body_bytes"`
-	CRC32C     uint32          `json:"crc32c"` // of the header with CRC32C 0, then the body
+	Model       string          `json:"model"`
+	Epoch       int             `json:"epoch"` // 0-based, the last finished epoch
+	Step        int64           `json:"step"`
+	SaveCounter int             `json:"save_counter,omitempty"` // Checkpoint.Save's counter
+	Iterations  int64           `json:"iterations"`
+	LR          float64         `json:"learning_rate"`
+	InputShape  []int           `json:"input_shape"`
+	Variables   []backupVarSpec `json:"variables"`
+	BodyBytes   int             `json:"body_bytes"`
+	CRC32C      uint32          `json:"crc32c"` // of the header with CRC32C 0, then the body
 }
 
 type backupVarSpec struct {
