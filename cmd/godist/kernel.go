@@ -38,10 +38,8 @@ func runKernel(args []string) error {
 		logger.Printf("history disabled: %v", err)
 		hist, _ = kernel.NewHistory("")
 	}
-	if added, err := ensureOnPath(); err != nil {
+	if _, err := ensureOnPath(); err != nil {
 		logger.Printf("PATH: %v", err)
-	} else if added != "" {
-		logger.Printf("PATH: added %s, where this godist lives, so that shell cells and srun find it", added)
 	}
 	dir, _ := os.Getwd()
 	ex := newSessionExecutor(interp.Options{CaptureFDs: true, Dir: dir})
