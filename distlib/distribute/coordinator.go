@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"godist/distlib/cell"
 	"runtime"
 	"strings"
 	"sync"
@@ -52,6 +53,10 @@ type ClusterCoordinator struct {
 	closed     bool
 	finished   int
 	nextStep   uint64
+	// runCtx is the context of the closures taken from now on; JoinContext cancels it
+	// (and starts a new one) when its own context ends, to stop the running closures.
+	runCtx    context.Context
+	runCancel context.CancelFunc
 
 	up        int       // workers connected now
 	downSince time.Time // when the last connected worker went down (or the start)
@@ -61,6 +66,7 @@ type ClusterCoordinator struct {
 }
 
 type closure struct {
+	ctx  context.Context  // runCtx when it was taken
 	fn   WorkerFunc       // in-process workers
 	name string           // remote workers: the registered function
 	args []*tensor.Tensor // and its arguments
@@ -81,6 +87,7 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 		// reuse the ids the parameter servers remember.
 		nextStep: uint64(time.Now().UnixNano()), downSince: time.Now()}
 	c.cond = sync.NewCond(&c.mu)
+	c.runCtx, c.runCancel = context.WithCancel(ctx)
 	for i := 0; i < s.numWorkers; i++ {
 		w := &psWorker{c: c, index: i, restart: make(chan struct{}, 1)}
 		c.workers = append(c.workers, w)
@@ -135,12 +142,41 @@ func (c *ClusterCoordinator) enqueue(cl *closure, rv *RemoteValue) *RemoteValue 
 
 // Join waits until every scheduled function has finished and returns the first error
 // since the last Join (then forgets it), like ClusterCoordinator.join. A failed parameter
-// server makes Join return its *PSFailureError at once, and every later Join too.
-func (c *ClusterCoordinator) Join() error {
+// server makes Join return its *PSFailureError at once, and every later Join too. It is
+// JoinContext with the running notebook cell's context (cell.Context): interrupting the
+// cell stops the functions.
+func (c *ClusterCoordinator) Join() error { return c.JoinContext(cell.Context()) }
+
+// JoinContext is Join bounded by ctx. When ctx ends first, the functions still queued are
+// cancelled (their RemoteValues hold an error wrapping ErrClosureCancelled), the running
+// ones see their WorkerContext's context end (their next parameter-server call fails, and
+// they are not run again), JoinContext waits for them to return and returns an error
+// wrapping ctx's. The coordinator stays usable: later Schedule and Join calls work.
+func (c *ClusterCoordinator) JoinContext(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	stop := context.AfterFunc(ctx, func() {
+		c.mu.Lock()
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	})
+	defer stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for c.pending > 0 && c.fatal == nil && !c.closed {
+	for c.pending > 0 && c.fatal == nil && !c.closed && ctx.Err() == nil {
 		c.cond.Wait()
+	}
+	if ctx.Err() != nil && c.pending > 0 && c.fatal == nil && !c.closed {
+		cause := context.Cause(ctx)
+		c.cancelQueueLocked(fmt.Errorf("%w: Join stopped: %w", ErrClosureCancelled, cause))
+		c.runCancel()
+		c.runCtx, c.runCancel = context.WithCancel(c.ctx)
+		for c.pending > 0 && c.fatal == nil && !c.closed {
+			c.cond.Wait()
+		}
+		c.firstErr = nil // the cancelled functions' errors are this Join's
+		return fmt.Errorf("distribute: ClusterCoordinator.Join: %w", cause)
 	}
 	if c.fatal != nil {
 		return c.fatal
@@ -208,13 +244,17 @@ func (c *ClusterCoordinator) take(stop *atomic.Bool) *closure {
 	}
 	cl := c.queue[0]
 	c.queue = c.queue[1:]
+	cl.ctx = c.runCtx
 	return cl
 }
 
 // finish records the outcome of cl run on worker w and reports whether the worker failed
 // (the closure is then queued again).
 func (c *ClusterCoordinator) finish(w *psWorker, cl *closure, val *tensor.Tensor, err error) (workerFailed bool) {
-	if err != nil && isWorkerFailure(err) && c.ctx.Err() == nil {
+	if err != nil && cl.ctx != nil && cl.ctx.Err() != nil && c.ctx.Err() == nil {
+		// Stopped by JoinContext: not a worker failure, not run again.
+		err = fmt.Errorf("%w: Join stopped: %w", ErrClosureCancelled, err)
+	} else if err != nil && isWorkerFailure(err) && c.ctx.Err() == nil {
 		// A ps that does not answer the coordinator either is fatal; otherwise the worker
 		// is lost and the function runs again elsewhere.
 		if perr := c.s.checkPS(); perr != nil {
@@ -302,13 +342,16 @@ func (r *RemoteValue) finish(val *tensor.Tensor, err error, worker int) {
 }
 
 // Fetch waits for the function and returns its result or error.
-func (r *RemoteValue) Fetch() (*tensor.Tensor, error) {
-	<-r.done
-	return r.val, r.err
-}
+// It is FetchContext with the running notebook cell's context (cell.Context).
+func (r *RemoteValue) Fetch() (*tensor.Tensor, error) { return r.FetchContext(cell.Context()) }
 
 // FetchContext is Fetch bounded by ctx.
 func (r *RemoteValue) FetchContext(ctx context.Context) (*tensor.Tensor, error) {
+	select {
+	case <-r.done: // finished beats a done ctx
+		return r.val, r.err
+	default:
+	}
 	select {
 	case <-r.done:
 		return r.val, r.err
@@ -651,7 +694,11 @@ func (w *psWorker) run(cl *closure) (val *tensor.Tensor, err error) {
 		}
 	}()
 	var op uint32
-	wc := &WorkerContext{ctx: w.c.ctx, index: w.index, step: cl.step, a: access{ctx: w.c.ctx, clients: clients, step: cl.step, op: &op}, vars: w.c.s.varByName}
+	ctx := cl.ctx
+	if ctx == nil {
+		ctx = w.c.ctx
+	}
+	wc := &WorkerContext{ctx: ctx, index: w.index, step: cl.step, a: access{ctx: ctx, clients: clients, step: cl.step, op: &op}, vars: w.c.s.varByName}
 	if cl.fn == nil {
 		fn, err := lookupFunction(cl.name)
 		if err != nil {
@@ -702,7 +749,8 @@ func (w *WorkerContext) Variable(name string) (*ShardedVariable, error) {
 // worker failure).
 func (w *WorkerContext) StepID() uint64 { return w.step }
 
-// Context returns a context that ends when the coordinator closes.
+// Context returns a context that ends when the coordinator closes or a JoinContext whose
+// context ended stops the running functions.
 func (w *WorkerContext) Context() context.Context { return w.ctx }
 
 // Read returns the current value of v.
