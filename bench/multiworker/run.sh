@@ -8,6 +8,10 @@
 # processes used under 0.1 cores, when there are any). Prints both speed-ups (goal: godist's
 # at least 1.8x and above DDP's).
 #
+# It also measures the co-located bound: two independent one-worker processes run side by
+# side (no communication), whose summed throughput is what two workers sharing these cores
+# and their memory can reach, and prints MWMS's 2-worker throughput as a fraction of it.
+#
 # Every godist worker runs its kernels on one thread (GODIST_KERNEL_THREADS=1) with
 # GOMAXPROCS=PROCS (default 1; PROCS=2 leaves each worker a second P for its all-reduce
 # goroutines, as DDP's gloo threads run beside its one compute thread: measured slower on
@@ -21,6 +25,13 @@ bench_machine
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
   OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2.jsonl"
+  # The co-located bound: two independent one-worker processes side by side (no
+  # communication) share the cores and the memory as the two workers do.
+  for side in a b; do
+    GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >"$tmp/solo.$r.$side" &
+  done
+  wait
+  cat "$tmp/solo.$r.a" "$tmp/solo.$r.b" >>"$tmp/solo$r.jsonl"
   (cd "$peers" && /usr/bin/python3 ddp_throughput.py --world 2 --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | grep '^{' >"$tmp/py.$r"
   sed -n 1p "$tmp/py.$r" >>"$tmp/py1.jsonl"
   sed -n 2p "$tmp/py.$r" >>"$tmp/py2.jsonl"
@@ -46,4 +57,20 @@ if all(res[k][2] for k in res):
     line += f"; clean windows: godist {res['go2'][2] / res['go1'][2]:.2f}x, DDP {res['py2'][2] / res['py1'][2]:.2f}x"
 print(line)
 print(f"goal (>= 1.8x and above DDP): {'met' if g >= 1.8 and g > p else 'not met'}")
+# The bound two workers can reach on these cores: the summed throughput of two independent
+# one-worker processes run side by side, median over the rounds.
+bounds = []
+r = 1
+while True:
+    try:
+        ws = [json.loads(l)["windows"] for l in open(f"{d}/solo{r}.jsonl")]
+    except FileNotFoundError:
+        break
+    bounds.append(sum(statistics.median(x for x, _ in w) for w in ws))
+    r += 1
+if bounds:
+    b = statistics.median(bounds)
+    print(f"co-located bound (2 independent 1-worker processes side by side): {b:.0f} samples/s "
+          f"(rounds {', '.join(f'{x:.0f}' for x in bounds)}); MWMS 2 workers {res['go2'][1]:.0f} = {res['go2'][1] / b:.2f} of the bound "
+          f"(goal >= 0.9: {'met' if res['go2'][1] / b >= 0.9 else 'not met'})")
 PY
