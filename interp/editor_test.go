@@ -101,3 +101,52 @@ func TestInspectStdlib(t *testing.T) {
 		}
 	}
 }
+
+func TestAutoImport(t *testing.T) {
+	checkLeaks(t)
+	tests := []struct {
+		name, code string
+		stdout     string
+		plain      string
+		err        []string // in the error, when the cell must fail
+	}{
+		{name: "stdlib", code: `fmt.Println("x")`, stdout: "x\n"},
+		{name: "two packages", code: `fmt.Println(strings.ToUpper("a"), math.Sqrt(4))`, stdout: "A 2\n"},
+		{name: "members choose", code: `rand.Seed(1); fmt.Println(rand.Intn(1))`, stdout: "0\n"},
+		{name: "new major version", code: `rand.IntN(1)`, plain: "0"},
+		{name: "distlib", code: `display.Text("t")`},
+		{name: "in a function", code: "func up(s string) string { return strings.ToUpper(s) }\nup(\"q\")", plain: "Q"},
+		{name: "ambiguous", code: `template.New("t")`, err: []string{"template is not imported", `import "html/template"`, `import "text/template"`}},
+		{name: "local shadows", code: "func f() int { strings := struct{ N int }{3}; return strings.N }\nf()", plain: "3"},
+		{name: "unknown stays undefined", code: `nosuchpkg.Foo()`, err: []string{"nosuchpkg"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSession(t, Options{})
+			plain, rec, err := run(t, s, tt.code)
+			if tt.err != nil {
+				if err == nil {
+					t.Fatalf("%q ran, want an error with %q", tt.code, tt.err)
+				}
+				for _, w := range tt.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%q: error %q, want %q in it", tt.code, err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%q: %v", tt.code, err)
+			}
+			if got := rec.text("stdout"); got != tt.stdout {
+				t.Errorf("%q printed %q, want %q", tt.code, got, tt.stdout)
+			}
+			if tt.plain != "" && !strings.Contains(plain, tt.plain) {
+				t.Errorf("%q = %q, want %q", tt.code, plain, tt.plain)
+			}
+			if got := rec.text("stderr"); got != "" {
+				t.Errorf("%q wrote to stderr %q, want silence", tt.code, got)
+			}
+		})
+	}
+}
