@@ -61,9 +61,12 @@ func (s *Session) Complete(code string, cursor int) (matches []string, start, en
 		for x > 0 && isIdentByte(code[x-1]) {
 			x--
 		}
-		cands = s.members(code[x : b-1])
+		cands = s.members(code, code[x:b-1])
 	} else {
-		cands = s.names()
+		cands = append(s.names(), scanCell(code).names...)
+		for _, im := range scanCell(code).imports {
+			cands = append(cands, im.localName())
+		}
 	}
 	seen := map[string]bool{}
 	for _, c := range cands {
@@ -122,8 +125,8 @@ func packageSymbols(path string) map[string]reflect.Value {
 
 // members lists the members of x: a package's symbols, or a variable's fields and methods
 // (with the methods the notebook declared).
-func (s *Session) members(x string) []string {
-	if path := s.packagePath(x); path != "" {
+func (s *Session) members(code, x string) []string {
+	if path := s.cellPackagePath(code, x); path != "" {
 		var out []string
 		for name := range packageSymbols(path) {
 			if !strings.HasPrefix(name, "_") {
@@ -189,19 +192,22 @@ func (s *Session) Inspect(code string, cursor, detail int) (data map[string]any,
 	if name == "" {
 		return nil, false
 	}
-	text := s.describe(name, detail)
+	text := s.describe(code, name, detail)
 	if text == "" {
 		return nil, false
 	}
 	return map[string]any{"text/plain": text}, true
 }
 
-func (s *Session) describe(name string, detail int) string {
+func (s *Session) describe(code, name string, detail int) string {
 	parts := strings.Split(name, ".")
-	if path := s.packagePath(parts[0]); path != "" {
+	if path := s.cellPackagePath(code, parts[0]); path != "" {
 		if len(parts) == 1 {
 			if d, ok := symbols.Doc(path); ok {
 				return d
+			}
+			if pkg, _ := stdPackageDoc(path); pkg != nil {
+				return fmt.Sprintf("package %s // import %q\n\n%s", pkg.Name, path, strings.TrimSpace(pkg.Doc))
 			}
 			return fmt.Sprintf("package %s // import %q", pathBase(path), path)
 		}
@@ -210,7 +216,11 @@ func (s *Session) describe(name string, detail int) string {
 			return d
 		}
 		if v, ok := packageSymbols(path)[parts[1]]; ok {
-			return describeSymbol(pathBase(path)+"."+parts[1], v)
+			desc := describeSymbol(pathBase(path)+"."+parts[1], v)
+			if d := stdSymbolDoc(path, parts[1], detail); d != "" {
+				return d + "\n\n" + desc
+			}
+			return desc
 		}
 		return ""
 	}
@@ -262,7 +272,8 @@ func describeSymbol(name string, v reflect.Value) string {
 // IsComplete reports whether code is ready to run: "complete", "incomplete" (unclosed
 // brackets or strings, or a line ending in an operator or comma; indent is the suggested
 // indentation of the next line) or "invalid" (a closing bracket without its opening one,
-// an illegal character).
+// an illegal character, code that does not parse as Go such as `x := := 1`, or an operator
+// no literal takes such as `1 +* 2`).
 func (s *Session) IsComplete(code string) (status, indent string) {
 	trimmed := strings.TrimSpace(code)
 	if trimmed == "" || strings.HasPrefix(trimmed, "%") || strings.HasPrefix(trimmed, "!") {
@@ -315,6 +326,9 @@ func (s *Session) IsComplete(code string) (status, indent string) {
 	if last.IsOperator() && last != token.RPAREN && last != token.RBRACE && last != token.RBRACK &&
 		last != token.INC && last != token.DEC && last != token.SEMICOLON && last != token.ELLIPSIS {
 		return "incomplete", ""
+	}
+	if !syntaxValid(code) {
+		return "invalid", ""
 	}
 	return "complete", ""
 }

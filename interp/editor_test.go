@@ -1,0 +1,152 @@
+package interp
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestIsCompleteSyntax(t *testing.T) {
+	s := newSession(t, Options{})
+	tests := []struct{ code, want string }{
+		{"x := := 1", "invalid"},
+		{"x := 1 +* 2", "invalid"},
+		{"p := &3", "invalid"},
+		{"func f() {", "incomplete"},
+		{"x := []int{1,\n", "incomplete"},
+		{"x := 1 +", "incomplete"},
+		{"s := `abc", "incomplete"},
+		{"x := 1", "complete"},
+		{"p := &x\ny := *p", "complete"},
+		{"import \"fmt\"\nfmt.Println(1 * -2)", "complete"},
+		{"%time\nx := 1", "complete"},
+		{"x := 1\n%time y := 2", "complete"},
+		{"for i := 0; i < 3; i++ {\n}", "complete"},
+		{"}", "invalid"},
+	}
+	for _, tt := range tests {
+		if got, _ := s.IsComplete(tt.code); got != tt.want {
+			t.Errorf("IsComplete(%q) = %q, want %q", tt.code, got, tt.want)
+		}
+	}
+}
+
+func TestCompleteUnexecutedCell(t *testing.T) {
+	s := newSession(t, Options{})
+	tests := []struct {
+		code string
+		want string
+		from int
+	}{
+		{"import \"fmt\"\nfmt.Printl", "Println", 17},
+		{"import (\n\tstr \"strings\"\n)\nstr.ToU", "ToUpper", 30},
+		{"func square(x int) int { return x * x }\nsq", "square", 40},
+		{"total, count := 1, 2\ncou", "count", 21},
+		{"type Point struct{}\nvar origin Point\nPoi", "Point", 37},
+		{"var origin = 1\nori", "origin", 15},
+	}
+	for _, tt := range tests {
+		matches, start, end := s.Complete(tt.code, len([]rune(tt.code)))
+		if !contains(matches, tt.want) || start != tt.from || end != len([]rune(tt.code)) {
+			t.Errorf("Complete(%q) = %v, %d, %d, want %q from %d", tt.code, matches, start, end, tt.want, tt.from)
+		}
+	}
+	// Names of a function body are not the cell's.
+	if m, _, _ := s.Complete("func f() { inner := 1 }\ninn", 27); contains(m, "inner") {
+		t.Errorf("Complete offers a function's local variable: %v", m)
+	}
+	// Warm, a completion answers fast.
+	code := "import \"fmt\"\nfmt.Printl"
+	s.Complete(code, len(code))
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		s.Complete(code, len(code))
+	}
+	if d := time.Since(start) / 10; d > 50*time.Millisecond {
+		t.Errorf("Complete took %v after warm-up, want well under 100ms", d)
+	}
+}
+
+func TestInspectStdlib(t *testing.T) {
+	s := newSession(t, Options{})
+	tests := []struct {
+		code   string
+		detail int
+		want   []string
+		not    []string
+	}{
+		{"import \"strings\"\nstrings.Repeat", 0, []string{"func Repeat(s string, count int) string", "Repeat returns a new string", "func(string, int) string"}, []string{"source:"}},
+		{"import \"strings\"\nstrings.Repeat", 1, []string{"func Repeat(s string, count int) string", "source:", "return"}, nil},
+		{"import \"strings\"\nstrings.Builder", 0, []string{"type Builder struct", "A Builder is used"}, []string{"func (b *Builder) WriteString"}},
+		{"import \"strings\"\nstrings.Builder", 1, []string{"func (b *Builder) WriteString(s string) (int, error)"}, nil},
+		{"import \"math\"\nmath.Pi", 0, []string{"Pi"}, nil},
+		{"import \"fmt\"\nfmt", 0, []string{"package fmt", "formatted I/O"}, nil},
+	}
+	for _, tt := range tests {
+		data, found := s.Inspect(tt.code, len([]rune(tt.code)), tt.detail)
+		if !found {
+			t.Errorf("Inspect(%q, %d) found nothing", tt.code, tt.detail)
+			continue
+		}
+		text := data["text/plain"].(string)
+		for _, w := range tt.want {
+			if !strings.Contains(text, w) {
+				t.Errorf("Inspect(%q, %d) = %q, want %q in it", tt.code, tt.detail, text, w)
+			}
+		}
+		for _, w := range tt.not {
+			if strings.Contains(text, w) {
+				t.Errorf("Inspect(%q, %d) = %q, want no %q in it", tt.code, tt.detail, text, w)
+			}
+		}
+	}
+}
+
+func TestAutoImport(t *testing.T) {
+	checkLeaks(t)
+	tests := []struct {
+		name, code string
+		stdout     string
+		plain      string
+		err        []string // in the error, when the cell must fail
+	}{
+		{name: "stdlib", code: `fmt.Println("x")`, stdout: "x\n"},
+		{name: "two packages", code: `fmt.Println(strings.ToUpper("a"), math.Sqrt(4))`, stdout: "A 2\n"},
+		{name: "members choose", code: `rand.Seed(1); fmt.Println(rand.Intn(1))`, stdout: "0\n"},
+		{name: "new major version", code: `rand.IntN(1)`, plain: "0"},
+		{name: "distlib", code: `display.Text("t")`},
+		{name: "in a function", code: "func up(s string) string { return strings.ToUpper(s) }\nup(\"q\")", plain: "Q"},
+		{name: "ambiguous", code: `template.New("t")`, err: []string{"template is not imported", `import "html/template"`, `import "text/template"`}},
+		{name: "local shadows", code: "func f() int { strings := struct{ N int }{3}; return strings.N }\nf()", plain: "3"},
+		{name: "unknown stays undefined", code: `nosuchpkg.Foo()`, err: []string{"nosuchpkg"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newSession(t, Options{})
+			plain, rec, err := run(t, s, tt.code)
+			if tt.err != nil {
+				if err == nil {
+					t.Fatalf("%q ran, want an error with %q", tt.code, tt.err)
+				}
+				for _, w := range tt.err {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%q: error %q, want %q in it", tt.code, err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("%q: %v", tt.code, err)
+			}
+			if got := rec.text("stdout"); got != tt.stdout {
+				t.Errorf("%q printed %q, want %q", tt.code, got, tt.stdout)
+			}
+			if tt.plain != "" && !strings.Contains(plain, tt.plain) {
+				t.Errorf("%q = %q, want %q", tt.code, plain, tt.plain)
+			}
+			if got := rec.text("stderr"); got != "" {
+				t.Errorf("%q wrote to stderr %q, want silence", tt.code, got)
+			}
+		})
+	}
+}
