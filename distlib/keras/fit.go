@@ -22,7 +22,7 @@ type runConfig struct {
 	validation                                   *data.Dataset
 	callbacks                                    []Callback
 	verbose                                      int
-	stepsPerExecution                            int // ParameterServerStrategy (ps_fit.go)
+	stepsPerExecution                            int     // ParameterServerStrategy (ps_fit.go)
 	batchSize                                    int     // tensor inputs (inputs.go)
 	validationSplit                              float64 // tensor inputs (inputs.go)
 	noShuffle                                    bool    // tensor inputs (inputs.go)
