@@ -22,7 +22,10 @@ type runConfig struct {
 	validation                                   *data.Dataset
 	callbacks                                    []Callback
 	verbose                                      int
-	stepsPerExecution                            int // ParameterServerStrategy (ps_fit.go)
+	stepsPerExecution                            int     // ParameterServerStrategy (ps_fit.go)
+	batchSize                                    int     // tensor inputs (inputs.go)
+	validationSplit                              float64 // tensor inputs (inputs.go)
+	noShuffle                                    bool    // tensor inputs (inputs.go)
 	set                                          map[string]bool
 }
 
@@ -380,13 +383,15 @@ func (m *Model) requireCompiled(op string) {
 	}
 }
 
-// Fit trains the model on ds, whose elements are (inputs, labels) batches, like
-// model.fit(ds, epochs=...). It returns the History of the epochs' logs. Errors (bad
-// shapes, a failing callback) panic with an error wrapping one of this package's; the
-// notebook shows them as Jupyter errors. Fit is FitContext with the running notebook
-// cell's context: interrupting the cell stops training.
-func (m *Model) Fit(ds *data.Dataset, opts ...Option) *History {
-	return m.FitContext(cell.Context(), ds, opts...)
+// Fit trains the model like model.fit: on a *data.Dataset whose elements are (inputs,
+// labels) batches, model.Fit(ds, keras.Epochs(5)), or on tensors of inputs and labels,
+// model.Fit(x, y, keras.BatchSize(64), keras.Epochs(5), keras.ValidationSplit(0.2)) (see
+// BatchSize, ValidationSplit and Shuffle). It returns the History of the epochs' logs.
+// Errors (bad shapes, a failing callback) panic with an error wrapping one of this
+// package's; the notebook shows them as Jupyter errors. Fit is FitContext with the running
+// notebook cell's context: interrupting the cell stops training.
+func (m *Model) Fit(x any, args ...any) *History {
+	return m.FitContext(cell.Context(), x, args...)
 }
 
 // FitContext is Fit under ctx. When ctx is done (an interrupted cell, a cancelled
@@ -394,18 +399,18 @@ func (m *Model) Fit(ds *data.Dataset, opts ...Option) *History {
 // saying where it stopped, the callbacks' TrainEnd runs (BackupAndRestore keeps its
 // backup), and FitContext returns the History of the epochs completed so far. The model,
 // its optimizer and the strategy stay usable: the next Fit or Evaluate works.
-func (m *Model) FitContext(ctx context.Context, ds *data.Dataset, opts ...Option) *History {
-	if ds == nil {
-		panic(fmt.Errorf("%w: Fit(nil dataset)", ErrInvalidArgument))
-	}
+func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
+	y, opts := splitArgs("Fit", args)
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	m.requireCompiled("Fit")
 	m.requireOwnScope("Fit")
 	eng := m.trainerFor()
-	allowed := append([]string{"epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose"}, eng.options()...)
+	allowed := append([]string{"epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose",
+		"batch_size", "validation_split", "shuffle"}, eng.options()...)
 	cfg := parseRun("Fit", opts, allowed...)
+	ds := m.inputData("Fit", x, y, cfg)
 	m.mw.train = m.shardModeOf("Fit", ds)
 	if err := eng.begin(ctx, cfg, ds); err != nil {
 		panic(err)
@@ -616,26 +621,27 @@ func (f *fitLoop) trainEnd() *History {
 	return f.hist
 }
 
-// Evaluate returns the loss and metrics of the model on ds, like model.evaluate(ds):
-// logs["loss"], logs["accuracy"], ... Options: Steps, Callbacks, Verbose. It is
+// Evaluate returns the loss and metrics of the model, like model.evaluate: on a
+// *data.Dataset of (inputs, labels) batches, model.Evaluate(ds), or on tensors,
+// model.Evaluate(x, y, keras.BatchSize(64)) (32 examples a batch by default):
+// logs["loss"], logs["accuracy"], ... Options: Steps, Callbacks, Verbose, BatchSize. It is
 // EvaluateContext with the running notebook cell's context.
-func (m *Model) Evaluate(ds *data.Dataset, opts ...Option) Logs {
-	return m.EvaluateContext(cell.Context(), ds, opts...)
+func (m *Model) Evaluate(x any, args ...any) Logs {
+	return m.EvaluateContext(cell.Context(), x, args...)
 }
 
 // EvaluateContext is Evaluate under ctx: when ctx is done it stops at the next batch and
 // panics with an error wrapping ctx's (no partial figures are returned as if they were
 // the dataset's).
-func (m *Model) EvaluateContext(ctx context.Context, ds *data.Dataset, opts ...Option) Logs {
-	if ds == nil {
-		panic(fmt.Errorf("%w: Evaluate(nil dataset)", ErrInvalidArgument))
-	}
+func (m *Model) EvaluateContext(ctx context.Context, x any, args ...any) Logs {
+	y, opts := splitArgs("Evaluate", args)
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	m.requireCompiled("Evaluate")
 	m.requireOwnScope("Evaluate")
-	cfg := parseRun("Evaluate", opts, "steps", "callbacks", "verbose")
+	cfg := parseRun("Evaluate", opts, "steps", "callbacks", "verbose", "batch_size")
+	ds := m.inputData("Evaluate", x, y, cfg)
 	for _, cb := range cfg.callbacks {
 		cb.SetModel(m)
 	}
@@ -700,9 +706,9 @@ func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cb
 }
 
 // Predict returns the model's outputs for input, a *data.Dataset of batches (elements
-// (inputs) or (inputs, labels)) or a *tensor.Tensor batch (run 32 examples at a time),
-// like model.predict. Options: Steps, Callbacks. It is PredictContext with the running
-// notebook cell's context.
+// (inputs) or (inputs, labels)) or a *tensor.Tensor of examples (run 32 at a time, or
+// BatchSize(n)), like model.predict. Options: Steps, Callbacks, Verbose, BatchSize. It is
+// PredictContext with the running notebook cell's context.
 func (m *Model) Predict(input any, opts ...Option) *tensor.Tensor {
 	return m.PredictContext(cell.Context(), input, opts...)
 }
@@ -713,23 +719,9 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	cfg := parseRun("Predict", opts, "steps", "callbacks", "verbose")
+	cfg := parseRun("Predict", opts, "steps", "callbacks", "verbose", "batch_size")
 	m.syncFromPS()
-	var ds *data.Dataset
-	switch v := input.(type) {
-	case *data.Dataset:
-		ds = v
-	case *tensor.Tensor:
-		if v == nil || v.Rank() == 0 {
-			panic(fmt.Errorf("%w: Predict needs a batch of inputs", ErrShape))
-		}
-		ds = data.FromTensorSlices(v).Batch(32, false)
-	default:
-		panic(fmt.Errorf("%w: Predict takes a *data.Dataset or a *tensor.Tensor, got %T", ErrInvalidArgument, input))
-	}
-	if ds == nil {
-		panic(fmt.Errorf("%w: Predict(nil dataset)", ErrInvalidArgument))
-	}
+	ds := m.inputData("Predict", input, nil, cfg)
 	for _, cb := range cfg.callbacks {
 		cb.SetModel(m)
 		cb.PredictBegin(Logs{})

@@ -35,7 +35,7 @@ func TestPSFitPipelineAccuracy(t *testing.T) {
 			SetRandomSeed(1)
 			var m *Model
 			s.Scope(func() { m = mnistModel() })
-			h := m.Fit(train, append([]Option{Epochs(1), Verbose(0), StepsPerExecution(4)}, tt.opts...)...)
+			h := m.Fit(train, optionArgs(append([]Option{Epochs(1), Verbose(0), StepsPerExecution(4)}, tt.opts...))...)
 			got := m.Evaluate(test, Verbose(0))["accuracy"]
 			t.Logf("accuracy: one process %.3f, %s %.3f", want, tt.name, got)
 			if got < 0.8 || math.Abs(got-want) > tt.band {
