@@ -406,6 +406,7 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 	}
 	m.requireCompiled("Fit")
 	m.requireOwnScope("Fit")
+	defer m.fixTrainable()()
 	eng := m.trainerFor()
 	allowed := append([]string{"epochs", "initial_epoch", "steps_per_epoch", "validation_data", "validation_steps", "callbacks", "verbose",
 		"batch_size", "validation_split", "shuffle"}, eng.options()...)

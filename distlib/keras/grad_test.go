@@ -120,6 +120,8 @@ func TestLossGradients(t *testing.T) {
 		{"bce probs", BinaryCrossentropy(false), bin, p01},
 		{"bce labels rank 1", BinaryCrossentropy(true, WithReduction(ReductionSum)), tensor.Reshape(bin, 4), tensor.RandomNormal([]int{4, 1}, 0, 2, 10)},
 		{"mse", MeanSquaredError(), tensor.RandomNormal([]int{4, 2}, 0, 1, 11), tensor.RandomNormal([]int{4, 2}, 0, 1, 12)},
+		{"mse broadcast labels", MeanSquaredError(), tensor.RandomNormal([]int{4, 3}, 0, 1, 13), tensor.RandomNormal([]int{4, 1}, 0, 1, 14)},
+		{"mae", MeanAbsoluteError(), tensor.RandomNormal([]int{4, 2}, 0, 1, 15), tensor.RandomNormal([]int{4, 2}, 0, 1, 16)},
 	}
 	for _, tc := range tests {
 		gradCheck(t, tc.name, func(a []*tensor.Tensor) *tensor.Tensor {

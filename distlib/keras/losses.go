@@ -57,11 +57,13 @@ const (
 	lossSparseCCE lossKind = iota
 	lossBinaryCE
 	lossMSE
+	lossMAE
 	lossCustom
 )
 
 // Loss is a loss function, like a tf.keras.losses.Loss object. Make one with
-// SparseCategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError or LossFunc.
+// SparseCategoricalCrossentropy, BinaryCrossentropy, MeanSquaredError, MeanAbsoluteError or
+// LossFunc.
 type Loss struct {
 	name       string
 	kind       lossKind
@@ -97,9 +99,17 @@ func BinaryCrossentropy(fromLogits bool, opts ...LossOption) *Loss {
 	return newLoss("binary_crossentropy", lossBinaryCE, fromLogits, opts)
 }
 
-// MeanSquaredError returns the squared error averaged over the last axis.
+// MeanSquaredError returns the squared error averaged over the last axis. Labels broadcast
+// against the predictions as in Keras: labels (batch) and (batch, 1) against predictions
+// (batch, 1) give the same loss; shapes that do not broadcast are an error naming both.
 func MeanSquaredError(opts ...LossOption) *Loss {
 	return newLoss("mean_squared_error", lossMSE, false, opts)
+}
+
+// MeanAbsoluteError returns the absolute error averaged over the last axis, like
+// tf.keras.losses.MeanAbsoluteError; labels broadcast as for MeanSquaredError.
+func MeanAbsoluteError(opts ...LossOption) *Loss {
+	return newLoss("mean_absolute_error", lossMAE, false, opts)
 }
 
 // LossFunc wraps fn, which returns the per-example losses (shape (batch)) of a batch, as a
@@ -180,12 +190,14 @@ func (l *Loss) PerExample(yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 		onehot := tensor.MustNew([]int{batch, classes}, oh)
 		p := tensor.ReduceSum(tensor.Mul(yPred, onehot), 1)
 		return tensor.Neg(tensor.Log(tensor.Maximum(p, tensor.Scalar(lossEpsilon))))
-	case lossBinaryCE, lossMSE:
+	case lossBinaryCE, lossMSE, lossMAE:
 		y := matchShape(l.name, yTrue, yPred)
 		var e *tensor.Tensor
 		switch {
 		case l.kind == lossMSE:
 			e = tensor.Square(tensor.Sub(yPred, y))
+		case l.kind == lossMAE:
+			e = tensor.Abs(tensor.Sub(yPred, y))
 		case l.fromLogits:
 			// max(x, 0) - x*z + log(1 + exp(-|x|)), the stable form TensorFlow uses.
 			e = tensor.Add(tensor.Sub(tensor.ReLU(yPred), tensor.Mul(yPred, y)),
@@ -198,14 +210,15 @@ func (l *Loss) PerExample(yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 			neg := tensor.Mul(tensor.AddScalar(tensor.Neg(y), 1), tensor.Log(tensor.AddScalar(tensor.Neg(p), 1+lossEpsilon)))
 			e = tensor.Neg(tensor.Add(pos, neg))
 		}
-		if len(pshape) == 1 {
+		if e.Rank() == 1 {
 			return e
 		}
 		if batch == 0 {
 			return tensor.Zeros(0)
 		}
-		// Mean over the non-batch axes: the last axis for the usual (batch, k) predictions.
-		k := yPred.Size() / batch
+		// Mean over the non-batch axes (of the broadcast shape): the last axis for the usual
+		// (batch, k) predictions.
+		k := e.Size() / batch
 		return tensor.Scale(tensor.ReduceSum(tensor.Reshape(e, batch, k), 1), 1/float32(k))
 	case lossCustom:
 		per := l.fn(yTrue, yPred)
@@ -221,17 +234,34 @@ func (l *Loss) PerExample(yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 	panic(fmt.Errorf("%w: unknown loss %q", ErrInvalidArgument, l.name))
 }
 
-// matchShape returns yTrue shaped like yPred when they hold the same number of values
-// (Keras squeezes or expands a trailing 1).
+// matchShape returns yTrue ready to broadcast against yPred, as Keras'
+// squeeze_or_expand_to_same_rank does: labels with one axis more than the predictions
+// whose last axis is 1 lose it; labels of rank 1 against predictions (batch, 1) gain it.
+// The shapes must then have the same rank and batch size, and every other axis equal or 1
+// on one side (Keras' broadcasting). Keras would also broadcast labels (batch) against
+// predictions (batch, k), aligning the batch with the classes: that is refused here.
 func matchShape(name string, yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 	ts, ps := yTrue.Shape(), yPred.Shape()
 	if sameInts(ts, ps) {
 		return yTrue
 	}
-	if yTrue.Size() != yPred.Size() {
-		panic(fmt.Errorf("%w: %s: labels have shape %v, predictions %v", ErrShape, name, ts, ps))
+	given := yTrue.Shape()
+	switch {
+	case len(ts) == len(ps)+1 && ts[len(ts)-1] == 1:
+		yTrue, ts = tensor.Reshape(yTrue, ts[:len(ts)-1]...), ts[:len(ts)-1]
+	case len(ps) == len(ts)+1 && ps[len(ps)-1] == 1 && len(ts) == 1:
+		ts = append(ts, 1)
+		yTrue = tensor.Reshape(yTrue, ts...)
 	}
-	return tensor.Reshape(yTrue, ps...)
+	ok := len(ts) == len(ps) && len(ts) > 0 && ts[0] == ps[0]
+	for i := 1; ok && i < len(ts); i++ {
+		ok = ts[i] == ps[i] || ts[i] == 1 || ps[i] == 1
+	}
+	if !ok {
+		panic(fmt.Errorf("%w: %s: labels of shape %v do not broadcast against predictions of shape %v; "+
+			"give labels of shape %v, one per prediction value", ErrShape, name, given, ps, ps))
+	}
+	return yTrue
 }
 
 func sameInts(a, b []int) bool {

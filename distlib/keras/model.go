@@ -51,6 +51,9 @@ type Model struct {
 	loss      *Loss
 	metrics   []string
 
+	frozen  bool // SetTrainable(false) (trainable.go)
+	fitting bool // a Fit runs: the trainable set is fixed until it ends
+
 	step   int64       // training steps taken, drives dropout seeds
 	mw     multiWorker // training across workers (multiworker.go)
 	stdout io.Writer   // where text goes; nil: os.Stdout at the time of writing
@@ -59,7 +62,9 @@ type Model struct {
 
 type paramInfo struct {
 	name      string
-	trainable bool
+	trainable bool // trains now: declared, its layer and the model trainable (trainable.go)
+	declared  bool // the layer declared it trainable
+	layer     int  // index of its layer
 	shape     []int
 }
 
@@ -180,7 +185,8 @@ func (m *Model) build(in []int) error {
 		}
 		ranges[i] = [2]int{len(params), len(params) + len(ps)}
 		for _, p := range ps {
-			params = append(params, paramInfo{name: l.Name() + "/" + p.Name, trainable: p.Trainable, shape: p.Init.Shape()})
+			params = append(params, paramInfo{name: l.Name() + "/" + p.Name, trainable: p.Trainable && !m.frozen && layers.LayerTrainable(l),
+				declared: p.Trainable, layer: i, shape: p.Init.Shape()})
 			inits = append(inits, p.Init)
 		}
 		shapes[i] = out
@@ -201,11 +207,12 @@ func (m *Model) build(in []int) error {
 		return m.buildMesh(in, shapes, ranges, params, inits)
 	}
 	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
-	// copy, every worker starting from the chief's values.
+	// copy, every worker starting from the chief's values. Frozen ones stay watched by
+	// gradient tapes, so that unfreezing them later trains them.
 	names := make([]string, len(params))
 	trainable := make([]bool, len(params))
 	for i, p := range params {
-		names[i], trainable[i] = p.name, p.trainable
+		names[i], trainable[i] = p.name, p.declared
 	}
 	mvs, err := distribute.NewMirroredVariables(m.strategy, names, inits, trainable)
 	if err != nil {
@@ -407,6 +414,9 @@ func (m *Model) variables(c int, trainableOnly bool) []*tensor.Variable {
 	if !m.built {
 		panic(fmt.Errorf("%w: model %s is not built yet; call it on a batch, Fit it or give the first layer an input shape", ErrInvalidArgument, m.name))
 	}
+	if err := m.syncTrainableLocked(); err != nil {
+		panic(err)
+	}
 	if m.engine != nil {
 		return m.meshVariables(trainableOnly)
 	}
@@ -513,6 +523,12 @@ func (m *Model) SummaryString() string {
 			line += strings.Repeat(" ", cols[i]-len(line))
 		}
 		return strings.TrimRight(line, " ") + "\n"
+	}
+	m.mu.Lock()
+	err := m.syncTrainableLocked()
+	m.mu.Unlock()
+	if err != nil {
+		panic(err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "Model: %q\n", m.name)

@@ -22,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"godist/distlib/tensor"
 )
@@ -235,10 +236,33 @@ func ResetNames() {
 	names = map[string]int{}
 }
 
+// TrainableLayer is a layer whose weights can be frozen, like Keras' layer.trainable:
+// every layer of this package is one. A model trains a layer's weights only while the
+// layer (and the model) is trainable; a layer that is not a TrainableLayer always trains.
+type TrainableLayer interface {
+	Layer
+	// Trainable reports whether the layer's weights train (true unless SetTrainable(false)).
+	Trainable() bool
+	// SetTrainable freezes (false) or unfreezes (true) the layer's weights, like
+	// layer.trainable = False. A model takes it into account at its next Fit, and at once in
+	// TrainableVariables and Summary.
+	SetTrainable(on bool)
+}
+
+// LayerTrainable reports whether l's weights train: l.Trainable() for a TrainableLayer,
+// true otherwise.
+func LayerTrainable(l Layer) bool {
+	if t, ok := l.(TrainableLayer); ok {
+		return t.Trainable()
+	}
+	return true
+}
+
 // base holds what every layer has.
 type base struct {
 	name, class string
 	inputShape  []int
+	frozen      *atomic.Bool
 }
 
 func newBase(class, snake string, o *options) base {
@@ -246,8 +270,14 @@ func newBase(class, snake string, o *options) base {
 	if name == "" {
 		name = uniqueName(snake)
 	}
-	return base{name: name, class: class, inputShape: o.inputShape}
+	return base{name: name, class: class, inputShape: o.inputShape, frozen: new(atomic.Bool)}
 }
+
+// Trainable reports whether the layer's weights train (see TrainableLayer).
+func (b *base) Trainable() bool { return !b.frozen.Load() }
+
+// SetTrainable freezes (false) or unfreezes (true) the layer's weights (see TrainableLayer).
+func (b *base) SetTrainable(on bool) { b.frozen.Store(!on) }
 
 func (b *base) Name() string      { return b.name }
 func (b *base) Class() string     { return b.class }
