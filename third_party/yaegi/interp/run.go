@@ -1761,7 +1761,7 @@ func getIndexArray(n *node) {
 		if n.fnext != nil {
 			fnext := getExec(n.fnext)
 			n.exec = func(f *frame) bltn {
-				r := value0(f).Index(ai)
+				r := indexChecked(value0(f), ai)
 				getFrame(f, l).data[i] = r
 				if r.Bool() {
 					return tnext
@@ -1770,7 +1770,7 @@ func getIndexArray(n *node) {
 			}
 		} else {
 			n.exec = func(f *frame) bltn {
-				getFrame(f, l).data[i] = value0(f).Index(ai)
+				getFrame(f, l).data[i] = indexChecked(value0(f), ai)
 				return tnext
 			}
 		}
@@ -1781,7 +1781,7 @@ func getIndexArray(n *node) {
 			fnext := getExec(n.fnext)
 			n.exec = func(f *frame) bltn {
 				_, vi := value1(f)
-				r := value0(f).Index(int(vi))
+				r := indexChecked(value0(f), int(vi))
 				getFrame(f, l).data[i] = r
 				if r.Bool() {
 					return tnext
@@ -1791,11 +1791,36 @@ func getIndexArray(n *node) {
 		} else {
 			n.exec = func(f *frame) bltn {
 				_, vi := value1(f)
-				getFrame(f, l).data[i] = value0(f).Index(int(vi))
+				getFrame(f, l).data[i] = indexChecked(value0(f), int(vi))
 				return tnext
 			}
 		}
 	}
+}
+
+// indexError is the panic of an index out of range, worded like Go's runtime error
+// (godist patch: reflect's own panic says "reflect: slice index out of range").
+type indexError struct{ index, length int }
+
+func (e indexError) Error() string {
+	if e.index < 0 {
+		return fmt.Sprintf("runtime error: index out of range [%d]", e.index)
+	}
+	return fmt.Sprintf("runtime error: index out of range [%d] with length %d", e.index, e.length)
+}
+
+// RuntimeError marks indexError as a runtime.Error.
+func (indexError) RuntimeError() {}
+
+// indexChecked is v.Index(i) with Go's bounds check and message (godist patch).
+func indexChecked(v reflect.Value, i int) reflect.Value {
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array, reflect.String:
+		if n := v.Len(); i < 0 || i >= n {
+			panic(indexError{i, n})
+		}
+	}
+	return v.Index(i)
 }
 
 // getIndexMap retrieves map value from index.
