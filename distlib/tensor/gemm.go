@@ -10,15 +10,17 @@ import (
 // row-major float32 matrices, op(A) m x k, op(B) k x n. The Go kernel (sgemmGo) is cache
 // blocked (kc-row panels of B, mc x kc blocks of A, both packed so the inner loops read
 // memory sequentially) and register tiled: a micro-kernel keeps an mr x nr block of C in
-// registers. On amd64 CPUs with AVX2 and FMA the micro-kernel is 6 x 16 in assembly
-// (gemm_amd64.s; not with the purego or openblas tags, since a cgo package cannot hold Go
-// assembly); elsewhere it is a 4 x 4 kernel in Go. Transposed operands are read
+// registers. On amd64 CPUs with AVX-512 the micro-kernel is 12 x 32 in assembly
+// (gemm_avx512_amd64.s, edge tiles by masked loads and stores), with AVX2 and FMA 6 x 16
+// (gemm_amd64.s), chosen at start-up by CPU feature detection; not with the purego or
+// openblas tags, since a cgo package cannot hold Go assembly. Elsewhere it is a 4 x 4
+// kernel in Go. Transposed operands are read
 // through the packing, never materialized. The openblas build tag replaces sgemmImpl by
 // OpenBLAS's cblas_sgemm.
 
 const (
 	gemmKC = 256
-	gemmMC = 96 // a multiple of both micro-kernels' mr
+	gemmMC = 96 // a multiple of every micro-kernel's mr (4, 6, 12)
 )
 
 // microKernel accumulates alpha * (packed A strip, mr x kc) x (packed B strip, kc x nr)
@@ -29,6 +31,10 @@ type microKernel struct {
 }
 
 var goKernel = microKernel{mr: 4, nr: 4, fn: kernel4x4}
+
+// cpuKernels names the micro-kernels this CPU can run (the pure-Go one and, on amd64, the
+// assembly ones it supports), for the tests that check each against the reference.
+var cpuKernels = map[string]microKernel{"pure-go": goKernel}
 
 // activeKernel is the micro-kernel sgemmGo uses; init in gemm_amd64.go picks the
 // assembly one when the CPU supports it.

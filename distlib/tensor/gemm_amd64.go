@@ -9,9 +9,32 @@ import "golang.org/x/sys/cpu"
 //go:noescape
 func kern6x16(kc int, a, b, c *float32, ldc int, alpha float32)
 
+// kern12x32 is the AVX-512 micro-kernel of gemm_avx512_amd64.s: rows <= 12 rows and the
+// columns set in mask (bit j: column j, j < 32) of the 12 x 32 tile.
+//
+//go:noescape
+func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask uint64)
+
+var (
+	avx2Kernel   = microKernel{mr: 6, nr: 16, fn: kernelAVX2}
+	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512}
+	hasAVX2      = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+	hasAVX512    = cpu.X86.HasAVX512F
+)
+
 func init() {
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		activeKernel = microKernel{mr: 6, nr: 16, fn: kernelAVX2}
+	if hasAVX2 {
+		cpuKernels["avx2"] = avx2Kernel
+	}
+	if hasAVX512 {
+		cpuKernels["avx512"] = avx512Kernel
+	}
+	switch {
+	case hasAVX512:
+		activeKernel = avx512Kernel
+		kernelName = "go-avx512"
+	case hasAVX2:
+		activeKernel = avx2Kernel
 		kernelName = "go-avx2"
 	}
 }
@@ -38,4 +61,17 @@ func kernelAVX2(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows,
 			row[j] += t[j]
 		}
 	}
+}
+
+// kernelAVX512 runs the AVX-512 micro-kernel on a rows x cols corner of c directly: edge
+// tiles use masked loads and stores, so no scratch tile is needed.
+func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
+	if kc == 0 || rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = ap[12*kc-1]
+	_ = bp[32*kc-1]
+	_ = c[(rows-1)*ldc+cols-1] // every element the masked stores write lies in c
+	mask := uint64(1)<<min(cols, 32) - 1
+	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask)
 }
