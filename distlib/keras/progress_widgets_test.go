@@ -28,7 +28,7 @@ func (f *widgetFE) Open(data map[string]any, r widgets.Receiver) (widgets.Channe
 	f.states[id] = data
 	return &widgetCh{f, id}, nil
 }
-func (f *widgetFE) CellID() string                                   { return "" }
+func (f *widgetFE) CellID() string                                  { return "" }
 func (f *widgetFE) PublishFor(string, string, map[string]any) error { return nil }
 
 type widgetCh struct {
