@@ -521,6 +521,10 @@ func (p publisher) PlainText() bool {
 
 func (p publisher) Display(data, md display.Bundle, id string) { p.show(data, md, id, false) }
 func (p publisher) Update(data, md display.Bundle, id string)  { p.show(data, md, id, true) }
+
+// Sync implements display.Syncer: the cell's printed text reaches its output now.
+func (p publisher) Sync() { p.s.syncStreams() }
+
 func (p publisher) ClearOutput(wait bool) {
 	if out := p.s.output(); out != nil {
 		out.ClearOutput(wait)

@@ -2,7 +2,9 @@ package kernel
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
+	"time"
 )
 
 // CommTarget handles the comms a front end opens with its target name.
@@ -20,17 +22,28 @@ type Comm struct {
 	ID     string
 	Target string
 
-	k      *Kernel
-	mu     sync.Mutex
-	parent *Message // the latest message the front end sent on this comm
+	k       *Kernel
+	handler CommTarget // for comms the kernel opened; nil: the target's
+	mu      sync.Mutex
+	parent  *Message // the latest message the front end sent on this comm
 }
 
-// Send sends a comm_msg to the front end.
+// Send sends a comm_msg to the front end. Its parent is the running cell's
+// execute_request while a cell runs (as ipykernel does: the front end finds the cell of a
+// widget's display message that way), else the latest message the front end sent on c.
+// Text the cell printed before is flushed first, so that output keeps its order.
 func (c *Comm) Send(data map[string]any, buffers ...[]byte) {
+	c.k.publish(c.sendParent(), "comm_msg", map[string]any{"comm_id": c.ID, "data": orMap(data)}, buffers...)
+}
+
+func (c *Comm) sendParent() *Message {
+	if out := c.k.runningCell(); out != nil {
+		out.flush()
+		return out.parent
+	}
 	c.mu.Lock()
-	parent := c.parent
-	c.mu.Unlock()
-	c.k.publish(parent, "comm_msg", map[string]any{"comm_id": c.ID, "data": orMap(data)}, buffers...)
+	defer c.mu.Unlock()
+	return c.parent
 }
 
 // Close closes the comm from the kernel's side.
@@ -38,10 +51,67 @@ func (c *Comm) Close(data map[string]any) {
 	c.k.commMu.Lock()
 	delete(c.k.comms, c.ID)
 	c.k.commMu.Unlock()
-	c.mu.Lock()
-	parent := c.parent
-	c.mu.Unlock()
-	c.k.publish(parent, "comm_close", map[string]any{"comm_id": c.ID, "data": orMap(data)})
+	c.k.publish(c.sendParent(), "comm_close", map[string]any{"comm_id": c.ID, "data": orMap(data)})
+}
+
+// runningCell returns the running cell's output, nil between cells.
+func (k *Kernel) runningCell() *cellOutput {
+	k.execMu.Lock()
+	defer k.execMu.Unlock()
+	return k.execCell
+}
+
+// OpenComm opens a comm from the kernel's side: it publishes comm_open for target with
+// data, and returns the comm. The front end's comm_msg and comm_close on it
+// reach h (h.Open is not called); h may be nil. While a cell runs the comm_open's parent
+// is the cell's execute_request. An empty target is an error.
+func (k *Kernel) OpenComm(target string, data map[string]any, h CommTarget) (*Comm, error) {
+	if target == "" {
+		return nil, fmt.Errorf("kernel: OpenComm: empty target name: pass the front end's target (e.g. \"jupyter.widget\")")
+	}
+	c := &Comm{ID: newID(), Target: target, k: k, handler: h}
+	k.commMu.Lock()
+	k.comms[c.ID] = c
+	k.commMu.Unlock()
+	var parent *Message
+	if out := k.runningCell(); out != nil {
+		out.flush()
+		parent = out.parent
+	}
+	k.publish(parent, "comm_open", map[string]any{"comm_id": c.ID, "target_name": target, "data": orMap(data)})
+	return c, nil
+}
+
+// CellMessageID returns the msg_id of the running cell's execute_request, "" between
+// cells. Front ends route the outputs whose parent has that id to the cell (or to a
+// widget that captures them).
+func (k *Kernel) CellMessageID() string {
+	if out := k.runningCell(); out != nil {
+		return out.parent.Header.MsgID
+	}
+	return ""
+}
+
+// PublishFor publishes an iopub message (stream, display_data, clear_output, ...) whose
+// parent header has msg_id parentID: the front end routes it to whatever listens for that
+// id, such as an Output widget registered under its model id. Text the running cell
+// printed before is flushed first.
+func (k *Kernel) PublishFor(parentID, msgType string, content map[string]any) error {
+	if parentID == "" || msgType == "" {
+		return fmt.Errorf("kernel: PublishFor: empty parent id %q or message type %q", parentID, msgType)
+	}
+	if out := k.runningCell(); out != nil {
+		out.flush()
+	}
+	h := Header{MsgID: parentID, Session: k.session, Username: k.user,
+		Date: time.Now().UTC().Format(dateLayout), MsgType: "comm_msg", Version: ProtocolVersion}
+	rawH, err := json.Marshal(h)
+	if err != nil {
+		return fmt.Errorf("kernel: PublishFor: %w", err)
+	}
+	parent := &Message{Header: h, RawHeader: rawH}
+	k.publish(parent, msgType, orMap(content))
+	return nil
 }
 
 // RegisterCommTarget makes comm_open requests for name reach t. A later registration of
@@ -66,7 +136,16 @@ func (k *Kernel) commOpen(m *Message) {
 	}
 	k.commMu.Lock()
 	t, ok := k.targets[c.TargetName]
-	_, dup := k.comms[c.CommID]
+	prev, dup := k.comms[c.CommID]
+	if dup && prev.handler != nil && prev.Target == c.TargetName {
+		// A reloaded page reattaches to a comm the kernel opened (a widget model): keep it;
+		// the front end asks for its state next.
+		k.commMu.Unlock()
+		prev.mu.Lock()
+		prev.parent = m
+		prev.mu.Unlock()
+		return
+	}
 	var comm *Comm
 	if ok && !dup {
 		comm = &Comm{ID: c.CommID, Target: c.TargetName, k: k, parent: m}
@@ -101,6 +180,9 @@ func (k *Kernel) lookupComm(m *Message) (*Comm, CommTarget, commContent) {
 	comm.mu.Lock()
 	comm.parent = m
 	comm.mu.Unlock()
+	if comm.handler != nil {
+		return comm, comm.handler, c
+	}
 	return comm, k.targets[comm.Target], c
 }
 
@@ -155,3 +237,7 @@ func (EchoTarget) Message(c *Comm, data map[string]any, buffers [][]byte) {
 
 // Close implements CommTarget.
 func (EchoTarget) Close(c *Comm, data map[string]any) {}
+
+// Logf writes to the kernel's log (the server's console), for code outside the package
+// that serves the kernel's comms.
+func (k *Kernel) Logf(format string, args ...any) { k.log.Printf(format, args...) }

@@ -84,6 +84,7 @@ type Kernel struct {
 
 	execMu     sync.Mutex
 	execCancel context.CancelFunc // the running cell's, nil when idle
+	execCell   *cellOutput        // the running cell's output, nil when idle (comm.go)
 
 	// Owned by the shell goroutine.
 	execCount   int
@@ -528,6 +529,9 @@ func (k *Kernel) execute(m *Message, arrived time.Time) {
 	k.execCancel = cancel
 	k.execMu.Unlock()
 	out := &cellOutput{k: k, parent: m, ctx: ctx, allowStdin: req.AllowStdin}
+	k.execMu.Lock()
+	k.execCell = out
+	k.execMu.Unlock()
 	payload := []any{}
 	var res *Result
 	var err error
@@ -539,7 +543,7 @@ func (k *Kernel) execute(m *Message, arrived time.Time) {
 	out.finish()
 	interrupted := ctx.Err() != nil
 	k.execMu.Lock()
-	k.execCancel = nil
+	k.execCancel, k.execCell = nil, nil
 	k.execMu.Unlock()
 
 	var userExpr map[string]any

@@ -63,6 +63,7 @@ func runKernel(args []string) error {
 		return err
 	}
 	k.RegisterCommTarget("godist.echo", kernel.EchoTarget{})
+	installWidgets(k)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)

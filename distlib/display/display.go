@@ -76,6 +76,21 @@ func current() Publisher {
 	return pub
 }
 
+// Syncer is implemented by a Publisher whose cell output passes through buffers (the
+// kernel's captured standard output): Sync delivers what was written before it.
+type Syncer interface {
+	Sync()
+}
+
+// Sync delivers the output written so far (prints included) to the front end before what
+// comes next, when the publisher buffers it; otherwise it does nothing. Widgets that route
+// output (an Output area's capture) call it.
+func Sync() {
+	if s, ok := current().(Syncer); ok {
+		s.Sync()
+	}
+}
+
 // Show displays a MIME bundle. It is the primitive the other functions use.
 func Show(data Bundle) {
 	if p := current(); p != nil {

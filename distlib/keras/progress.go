@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"godist/distlib/display"
+	"godist/distlib/widgets"
 )
 
 // progress renders Keras' progress bar. In a notebook it updates one display handle in
@@ -22,7 +23,8 @@ type progress struct {
 	now     func() time.Time
 
 	handle *display.Handle
-	lines  []string // notebook: what is shown above the live bar
+	wbar   *widgets.FitBar // notebook with a widget front end: the bar as widgets
+	lines  []string        // notebook: what is shown above the live bar
 
 	target     int // steps per epoch, 0 when unknown
 	start      time.Time
@@ -47,6 +49,9 @@ func newProgress(verbose int, w io.Writer, now func() time.Time) *progress {
 	case display.InNotebook():
 		p.mode = modeNotebook
 		p.handle = display.NewHandle()
+		if widgets.Ready() { // the widget hook: same text, drawn as a progress widget
+			p.wbar = widgets.NewFitBar()
+		}
 	case isTerminal(w):
 		p.mode = modeTTY
 	}
@@ -104,7 +109,7 @@ func (p *progress) finish(logs Logs) {
 		p.lastLen = 0
 	case modeNotebook:
 		p.lines = append(p.lines, line)
-		p.handle.Update(display.Bundle{"text/plain": strings.Join(p.lines, "\n")})
+		p.show(strings.Join(p.lines, "\n"))
 	default:
 		fmt.Fprintln(p.w, line)
 	}
@@ -114,7 +119,7 @@ func (p *progress) finish(logs Logs) {
 func (p *progress) emitLine(s string) {
 	if p.mode == modeNotebook {
 		p.lines = append(p.lines, s)
-		p.handle.Update(display.Bundle{"text/plain": strings.Join(p.lines, "\n")})
+		p.show(strings.Join(p.lines, "\n"))
 		return
 	}
 	fmt.Fprintln(p.w, s)
@@ -130,8 +135,17 @@ func (p *progress) draw(line string) {
 		fmt.Fprintf(p.w, "\r%s%s", line, pad)
 		p.lastLen = len(line)
 	case modeNotebook:
-		p.handle.Update(display.Bundle{"text/plain": strings.Join(append(append([]string(nil), p.lines...), line), "\n")})
+		p.show(strings.Join(append(append([]string(nil), p.lines...), line), "\n"))
 	}
+}
+
+// show puts text in the notebook's display: the widget bar's, or the text display's.
+func (p *progress) show(text string) {
+	if p.wbar != nil {
+		p.wbar.Update(text, p.stepsDone, p.target)
+		return
+	}
+	p.handle.Update(display.Bundle{"text/plain": text})
 }
 
 // formatBar renders one state of Keras' progress bar, such as

@@ -1,0 +1,107 @@
+package kernel
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// commLog is a CommTarget that records what reaches it.
+type commLog struct {
+	mu  sync.Mutex
+	got []string
+}
+
+func (l *commLog) add(s string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.got = append(l.got, s)
+}
+
+func (l *commLog) Open(c *Comm, data map[string]any) { l.add(fmt.Sprint("open ", data)) }
+func (l *commLog) Message(c *Comm, data map[string]any, buffers [][]byte) {
+	l.add(fmt.Sprint("msg ", data))
+}
+func (l *commLog) Close(c *Comm, data map[string]any) { l.add("close") }
+
+func (l *commLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.got, "; ")
+}
+
+// nextIOPub returns the next iopub message of type msgType.
+func nextIOPub(c *client, msgType string) *Message {
+	c.t.Helper()
+	for i, m := range c.pending {
+		if m.Header.MsgType == msgType {
+			c.pending = append(c.pending[:i:i], c.pending[i+1:]...)
+			return m
+		}
+	}
+	for {
+		m := c.recv(c.iopub, 5*time.Second)
+		if m.Header.MsgType == msgType {
+			return m
+		}
+		c.pending = append(c.pending, m)
+	}
+}
+
+func TestKernelOpenedComm(t *testing.T) {
+	tk := startKernel(t)
+	c := tk.c
+	h := &commLog{}
+	if _, err := tk.k.OpenComm("", nil, h); err == nil || !strings.Contains(err.Error(), "empty target") {
+		t.Errorf("OpenComm with no target: %v", err)
+	}
+	comm, err := tk.k.OpenComm("jupyter.widget", map[string]any{"value": 1}, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := nextIOPub(c, "comm_open")
+	if got := content(t, m); got["comm_id"] != comm.ID || got["target_name"] != "jupyter.widget" || fmt.Sprint(got["data"]) != "map[value:1]" {
+		t.Errorf("comm_open content = %v", got)
+	}
+	if parentID(m) != "" || tk.k.CellMessageID() != "" {
+		t.Errorf("between cells: comm_open parent %q, CellMessageID %q, want none", parentID(m), tk.k.CellMessageID())
+	}
+	reply, _ := c.request(c.shell, "comm_info_request", map[string]any{"target_name": "jupyter.widget"})
+	if comms, _ := content(t, reply)["comms"].(map[string]any); comms[comm.ID] == nil {
+		t.Errorf("comm_info_reply = %v, want %s", comms, comm.ID)
+	}
+	steps := []struct {
+		name     string
+		msgType  string
+		content  map[string]any
+		wantIO   string // iopub message types up to idle
+		wantRecv string
+	}{
+		{"message reaches the handler", "comm_msg", map[string]any{"comm_id": comm.ID, "data": map[string]any{"method": "custom"}},
+			"busy,idle", "msg map[method:custom]"},
+		{"a reloaded page reattaches", "comm_open", map[string]any{"comm_id": comm.ID, "target_name": "jupyter.widget", "data": map[string]any{}},
+			"busy,idle", "msg map[method:custom]"},
+		{"front end closes", "comm_close", map[string]any{"comm_id": comm.ID, "data": map[string]any{}},
+			"busy,idle", "msg map[method:custom]; close"},
+	}
+	for _, s := range steps {
+		id := c.send(c.shell, s.msgType, s.content)
+		if got := strings.Join(types(c.iopubUntilIdle(id)), ","); got != s.wantIO {
+			t.Errorf("%s: iopub %s, want %s", s.name, got, s.wantIO)
+		}
+		if got := h.String(); got != s.wantRecv {
+			t.Errorf("%s: handler got %q, want %q", s.name, got, s.wantRecv)
+		}
+	}
+	if err := tk.k.PublishFor("model-7", "stream", map[string]any{"name": "stdout", "text": "hi\n"}); err != nil {
+		t.Fatal(err)
+	}
+	if m := nextIOPub(c, "stream"); parentID(m) != "model-7" || content(t, m)["text"] != "hi\n" {
+		t.Errorf("PublishFor: parent %q content %v", parentID(m), content(t, m))
+	}
+	if err := tk.k.PublishFor("", "stream", nil); err == nil {
+		t.Error("PublishFor with no parent id: no error")
+	}
+}
