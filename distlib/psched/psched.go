@@ -57,6 +57,9 @@ type Config struct {
 	UnreachableTicks int    // ticks after which a down worker, or a queue no worker serves, is reported (0 means 10)
 	ForgetEvery      int    // emit Ready.Forget every so many finished closures (0 means 256)
 	FirstStep        uint64 // step ids start after this value
+	// CancelErr is wrapped by the errors of closures cancelled because an earlier one
+	// failed or the scheduler failed (nil means ErrCancelled).
+	CancelErr error
 }
 
 // Run asks the driver to run the closure with step id Step on worker Worker. Attempt
@@ -178,6 +181,9 @@ func New(cfg Config) (*Scheduler, error) {
 	}
 	if cfg.ForgetEvery == 0 {
 		cfg.ForgetEvery = 256
+	}
+	if cfg.CancelErr == nil {
+		cfg.CancelErr = ErrCancelled
 	}
 	return &Scheduler{cfg: cfg, nextStep: cfg.FirstStep, live: map[uint64]*closureState{},
 		workers: make([]workerState, cfg.Workers)}, nil
@@ -357,7 +363,7 @@ func (s *Scheduler) Fail(err error) {
 		return
 	}
 	s.fatal = err
-	s.cancelQueue(fmt.Errorf("%w: %w", ErrCancelled, err))
+	s.cancelQueue(fmt.Errorf("%w: %w", s.cfg.CancelErr, err))
 	s.checkJoins()
 }
 
@@ -368,7 +374,7 @@ func (s *Scheduler) Close(err error) {
 		return
 	}
 	if err == nil {
-		err = fmt.Errorf("%w: scheduler closed", ErrCancelled)
+		err = fmt.Errorf("%w: scheduler closed", s.cfg.CancelErr)
 	}
 	s.closeErr = err
 	s.cancelQueue(err)
@@ -501,7 +507,7 @@ func (s *Scheduler) failUser(c *closureState, w int, err error) {
 	s.resolve(c, w, err)
 	if s.firstErr == nil {
 		s.firstErr = err
-		s.cancelQueue(fmt.Errorf("%w: an earlier closure (step %d) failed: %w", ErrCancelled, c.step, err))
+		s.cancelQueue(fmt.Errorf("%w: an earlier function (step %d) failed: %w", s.cfg.CancelErr, c.step, err))
 	}
 }
 
