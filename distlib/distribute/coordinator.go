@@ -4,14 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"godist/distlib/cell"
 	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"godist/distlib/cell"
 	"godist/distlib/data"
+	"godist/distlib/psched"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
 )
@@ -36,43 +37,39 @@ type WorkerFunc func(w *WorkerContext) (*tensor.Tensor, error)
 // scheduled function carries a step id, so the updates of a function run twice are
 // applied once. A parameter server that fails stops the coordinator with a
 // *PSFailureError naming it.
+//
+// The scheduling (queue, retries, step ids, workers up and down, joins) is a
+// psched.Scheduler; the coordinator is its driver: it owns the connections, goroutines
+// and the ticker, feeds the scheduler events and carries out the actions it returns.
 type ClusterCoordinator struct {
 	s       *ParameterServerStrategy
 	workers []*psWorker
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
+	tick    time.Duration // the scheduler's tick
 
-	mu         sync.Mutex
-	cond       *sync.Cond
-	queue      []*closure
-	unfinished map[uint64]struct{}
-	pending    int   // scheduled and not finished
-	firstErr   error // first error since the last Join
-	fatal      error // a ps failed
-	closed     bool
-	finished   int
-	nextStep   uint64
-	// runCtx is the context of the closures taken from now on; JoinContext cancels it
-	// (and starts a new one) when its own context ends, to stop the running closures.
-	runCtx    context.Context
-	runCancel context.CancelFunc
-
-	up        int       // workers connected now
-	downSince time.Time // when the last connected worker went down (or the start)
+	mu       sync.Mutex
+	sm       *psched.Scheduler
+	closures map[uint64]*closure   // scheduled and not resolved, by step id
+	joins    map[uint64]chan error // Joins waiting, by the scheduler's join id
+	closed   bool
 
 	retries   atomic.Int64
 	bytesSent atomic.Int64
 }
 
 type closure struct {
-	ctx  context.Context  // runCtx when it was taken
 	fn   WorkerFunc       // in-process workers
 	name string           // remote workers: the registered function
 	args []*tensor.Tensor // and its arguments
 	step uint64
 	rv   *RemoteValue
-	at   time.Time // when it was first queued
+
+	ctx     context.Context         // the run's context: the Schedule ctx, cancelled when the function is stopped
+	cancel  context.CancelCauseFunc // stops the run
+	unwatch func() bool             // stops watching the Schedule ctx
+	val     *tensor.Tensor          // the value of a run that succeeded
 }
 
 // NewClusterCoordinator starts the coordinator of s, with one executor per worker task,
@@ -82,14 +79,27 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 		panic(fmt.Errorf("%w: NewClusterCoordinator needs a ParameterServerStrategy", ErrCluster))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &ClusterCoordinator{s: s, ctx: ctx, cancel: cancel, unfinished: map[uint64]struct{}{},
+	tick := min(max(s.reachTO/10, 5*time.Millisecond), 250*time.Millisecond)
+	slots := 1
+	if s.remote {
+		// A remote worker task gets one function ahead of the one it runs (two calls in
+		// flight; the task runs them one at a time): the next function's arguments travel
+		// while the current one computes. In-process workers run one at a time.
+		slots = 2
+	}
+	sm, err := psched.New(psched.Config{Workers: s.numWorkers, Slots: slots,
+		UnreachableTicks: max(1, int((s.reachTO+tick-1)/tick)),
 		// Step ids are unique across coordinator restarts: a restarted coordinator must not
 		// reuse the ids the parameter servers remember.
-		nextStep: uint64(time.Now().UnixNano()), downSince: time.Now()}
-	c.cond = sync.NewCond(&c.mu)
-	c.runCtx, c.runCancel = context.WithCancel(ctx)
+		FirstStep: uint64(time.Now().UnixNano()), CancelErr: ErrClosureCancelled})
+	if err != nil {
+		cancel()
+		panic(fmt.Errorf("%w: NewClusterCoordinator: %w", ErrCluster, err))
+	}
+	c := &ClusterCoordinator{s: s, ctx: ctx, cancel: cancel, tick: tick, sm: sm,
+		closures: map[uint64]*closure{}, joins: map[uint64]chan error{}}
 	for i := 0; i < s.numWorkers; i++ {
-		w := &psWorker{c: c, index: i, restart: make(chan struct{}, 1)}
+		w := &psWorker{c: c, index: i, slots: slots, restart: make(chan struct{}, 1), runs: make(chan *closure, 2*slots)}
 		c.workers = append(c.workers, w)
 		c.wg.Add(1)
 		go w.loop()
@@ -102,98 +112,170 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 // Strategy returns the coordinator's strategy.
 func (c *ClusterCoordinator) Strategy() *ParameterServerStrategy { return c.s }
 
-// Schedule queues fn to run on a worker and returns its RemoteValue at once. After a
-// parameter server failed, or after Close, the RemoteValue holds that error.
+// Schedule queues fn to run on a worker and returns its RemoteValue at once; it is
+// ScheduleContext(cell.Context(), fn): interrupting the notebook cell cancels it.
 func (c *ClusterCoordinator) Schedule(fn WorkerFunc) *RemoteValue {
+	return c.ScheduleContext(cell.Context(), fn)
+}
+
+// ScheduleContext queues fn to run on a worker and returns its RemoteValue at once. When
+// ctx ends before fn ran, fn does not run and its RemoteValue holds an error wrapping
+// ctx's cause; a running fn sees ctx end through w.Context() and its next ps read or
+// write fails. After a parameter server failed, or after Close, the RemoteValue holds
+// that error.
+func (c *ClusterCoordinator) ScheduleContext(ctx context.Context, fn WorkerFunc) *RemoteValue {
 	rv := &RemoteValue{done: make(chan struct{}), worker: -1}
-	if fn == nil {
+	switch {
+	case ctx == nil:
+		rv.finish(nil, errors.New("distribute: ScheduleContext: nil context (pass context.Background() or the cell's context)"), -1)
+		return rv
+	case fn == nil:
 		rv.finish(nil, errors.New("distribute: Schedule: nil function"), -1)
 		return rv
-	}
-	if c.s.remote {
+	case c.s.remote:
 		rv.finish(nil, errors.New("distribute: Schedule: a Go closure cannot run on a remote worker process: register it with RegisterFunction and use ScheduleFunction"), -1)
 		return rv
 	}
-	return c.enqueue(&closure{fn: fn}, rv)
+	return c.enqueueContext(ctx, &closure{fn: fn}, rv)
 }
 
-// enqueue gives cl a step id and queues it.
+// enqueue queues cl under the running cell's context.
 func (c *ClusterCoordinator) enqueue(cl *closure, rv *RemoteValue) *RemoteValue {
+	return c.enqueueContext(cell.Context(), cl, rv)
+}
+
+// enqueueContext gives cl a step id and queues it; ctx bounds its run.
+func (c *ClusterCoordinator) enqueueContext(ctx context.Context, cl *closure, rv *RemoteValue) *RemoteValue {
 	cl.rv = rv
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.closed:
-		rv.finish(nil, ErrCoordinatorClosed, -1)
-		return rv
-	case c.fatal != nil:
-		rv.finish(nil, c.fatal, -1)
-		return rv
+	cl.ctx, cl.cancel = context.WithCancelCause(ctx)
+	c.step(func(sm *psched.Scheduler) {
+		cl.step = sm.Schedule()
+		c.closures[cl.step] = cl
+	})
+	if ctx.Done() != nil {
+		unwatch := context.AfterFunc(ctx, func() {
+			c.step(func(sm *psched.Scheduler) {
+				sm.CancelClosure(cl.step, fmt.Errorf("%w: step %d: %w", ErrClosureCancelled, cl.step, context.Cause(ctx)))
+			})
+		})
+		c.mu.Lock()
+		if _, ok := c.closures[cl.step]; ok {
+			cl.unwatch = unwatch
+		} else {
+			unwatch()
+		}
+		c.mu.Unlock()
 	}
-	c.nextStep++
-	cl.step = c.nextStep
-	cl.at = time.Now()
-	c.queue = append(c.queue, cl)
-	c.unfinished[cl.step] = struct{}{}
-	c.pending++
-	c.cond.Broadcast()
 	return rv
 }
 
+// step feeds the scheduler an event under the lock, carries out the actions it returns
+// and then does the I/O they ask for (outside the lock).
+func (c *ClusterCoordinator) step(event func(sm *psched.Scheduler)) {
+	c.mu.Lock()
+	event(c.sm)
+	later := c.applyLocked(c.sm.Ready())
+	c.mu.Unlock()
+	for _, fn := range later {
+		fn()
+	}
+}
+
+// applyLocked carries out rd's actions that need no I/O and returns the others.
+func (c *ClusterCoordinator) applyLocked(rd psched.Ready) (later []func()) {
+	for _, r := range rd.Retries {
+		c.retries.Add(1)
+		logf("WARNING", "worker %d failed (%v); its step %d runs again on another worker", r.Worker, r.Err, r.Step)
+	}
+	for _, r := range rd.Runs {
+		cl := c.closures[r.Step]
+		if cl == nil {
+			continue
+		}
+		select {
+		case c.workers[r.Worker].runs <- cl:
+		default: // the scheduler keeps at most slots in flight per worker: cannot happen
+			panic(fmt.Sprintf("distribute: coordinator: worker %d has more than %d functions in flight", r.Worker, cap(c.workers[r.Worker].runs)))
+		}
+	}
+	for _, r := range rd.Cancels {
+		if cl := c.closures[r]; cl != nil {
+			cl.cancel(ErrClosureCancelled)
+		}
+	}
+	for _, r := range rd.Resolves {
+		cl := c.closures[r.Step]
+		if cl == nil {
+			continue
+		}
+		delete(c.closures, r.Step)
+		if r.Err != nil {
+			cl.rv.finish(nil, r.Err, r.Worker)
+		} else {
+			cl.rv.finish(cl.val, nil, r.Worker)
+		}
+		cl.release()
+	}
+	for _, j := range rd.Joins {
+		if ch := c.joins[j.ID]; ch != nil {
+			delete(c.joins, j.ID)
+			ch <- j.Err
+		}
+	}
+	for _, u := range rd.Unreachable {
+		logf("WARNING", "worker %d (%s) has been unreachable for %v: %v", u.Worker, c.s.workerAddrs[u.Worker],
+			time.Duration(u.Ticks)*c.tick, c.workers[u.Worker].err())
+	}
+	if rd.Stall != nil {
+		waited := time.Duration(rd.Stall.Ticks) * c.tick
+		later = append(later, func() { c.stalled(waited) })
+	}
+	if rd.Forget != 0 {
+		below := rd.Forget
+		later = append(later, func() { c.forget(below) })
+	}
+	return later
+}
+
+// release frees what cl holds once it is resolved.
+func (cl *closure) release() {
+	if cl.unwatch != nil {
+		cl.unwatch()
+	}
+	cl.cancel(ErrClosureCancelled)
+}
+
 // Join waits until every scheduled function has finished and returns the first error
-// since the last Join (then forgets it), like ClusterCoordinator.join. A failed parameter
-// server makes Join return its *PSFailureError at once, and every later Join too. It is
-// JoinContext with the running notebook cell's context (cell.Context): interrupting the
-// cell stops the functions.
+// since the last Join (then forgets it), like ClusterCoordinator.join; it is
+// JoinContext(cell.Context()).
 func (c *ClusterCoordinator) Join() error { return c.JoinContext(cell.Context()) }
 
 // JoinContext is Join bounded by ctx. When ctx ends first, the functions still queued are
-// cancelled (their RemoteValues hold an error wrapping ErrClosureCancelled), the running
-// ones see their WorkerContext's context end (their next parameter-server call fails, and
-// they are not run again), JoinContext waits for them to return and returns an error
-// wrapping ctx's. The coordinator stays usable: later Schedule and Join calls work.
+// cancelled, the running ones are stopped at their next ps read or write, and JoinContext
+// returns an error wrapping ctx's cause once they have returned; the coordinator stays
+// usable for later Schedules. A failed parameter server makes Join return its
+// *PSFailureError at once, and every later Join too.
 func (c *ClusterCoordinator) JoinContext(ctx context.Context) error {
 	if ctx == nil {
-		ctx = context.Background()
+		return errors.New("distribute: JoinContext: nil context (pass context.Background() or the cell's context)")
 	}
-	stop := context.AfterFunc(ctx, func() {
-		c.mu.Lock()
-		c.cond.Broadcast()
-		c.mu.Unlock()
-	})
-	defer stop()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for c.pending > 0 && c.fatal == nil && !c.closed && ctx.Err() == nil {
-		c.cond.Wait()
+	ch := make(chan error, 1)
+	c.step(func(sm *psched.Scheduler) { c.joins[sm.Join()] = ch })
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
 	}
-	if ctx.Err() != nil && c.pending > 0 && c.fatal == nil && !c.closed {
-		cause := context.Cause(ctx)
-		c.cancelQueueLocked(fmt.Errorf("%w: Join stopped: %w", ErrClosureCancelled, cause))
-		c.runCancel()
-		c.runCtx, c.runCancel = context.WithCancel(c.ctx)
-		for c.pending > 0 && c.fatal == nil && !c.closed {
-			c.cond.Wait()
-		}
-		c.firstErr = nil // the cancelled functions' errors are this Join's
-		return fmt.Errorf("distribute: ClusterCoordinator.Join: %w", cause)
-	}
-	if c.fatal != nil {
-		return c.fatal
-	}
-	err := c.firstErr
-	c.firstErr = nil
-	if err == nil && c.closed && c.pending > 0 {
-		return ErrCoordinatorClosed
-	}
-	return err
+	cause := fmt.Errorf("distribute: join: %w (the scheduled functions were cancelled)", context.Cause(ctx))
+	c.step(func(sm *psched.Scheduler) { sm.Cancel(cause) })
+	return <-ch
 }
 
 // Done reports whether every scheduled function has finished (ClusterCoordinator.done).
 func (c *ClusterCoordinator) Done() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.pending == 0 || c.fatal != nil
+	return c.sm.Done()
 }
 
 // Retries returns how many times a function was run again after its worker failed.
@@ -207,9 +289,9 @@ func (c *ClusterCoordinator) Close() error {
 		return nil
 	}
 	c.closed = true
-	c.cancelQueueLocked(fmt.Errorf("%w: %w", ErrClosureCancelled, ErrCoordinatorClosed))
-	c.cond.Broadcast()
 	c.mu.Unlock()
+	closeErr := fmt.Errorf("%w: %w", ErrClosureCancelled, ErrCoordinatorClosed)
+	c.step(func(sm *psched.Scheduler) { sm.Close(closeErr) })
 	c.cancel()
 	for _, w := range c.workers {
 		w.kill() // wakes a worker waiting to be restarted
@@ -218,98 +300,37 @@ func (c *ClusterCoordinator) Close() error {
 	for _, w := range c.workers {
 		w.closeClients()
 	}
+	// Functions handed to a worker that stopped before starting them.
+	c.mu.Lock()
+	for step, cl := range c.closures {
+		delete(c.closures, step)
+		cl.rv.finish(nil, closeErr, -1)
+		cl.release()
+	}
+	c.mu.Unlock()
 	return nil
 }
 
-// cancelQueueLocked fails every queued closure with err.
-func (c *ClusterCoordinator) cancelQueueLocked(err error) {
-	for _, cl := range c.queue {
-		cl.rv.finish(nil, err, -1)
-		delete(c.unfinished, cl.step)
-		c.pending--
+// stalled answers the scheduler's report that functions waited the worker timeout with
+// no worker up: a ps that does not answer fails the coordinator (*PSFailureError); else
+// the queued functions fail with a *WorkerUnreachableError.
+func (c *ClusterCoordinator) stalled(waited time.Duration) {
+	if perr := c.s.checkPS(); perr != nil { // executors in this process fail to connect only when a ps is down
+		logf("ERROR", "%v", perr)
+		c.step(func(sm *psched.Scheduler) { sm.Fail(perr) })
+		return
 	}
-	c.queue = nil
+	err := c.unreachableError(waited)
+	logf("ERROR", "%v", err)
+	c.step(func(sm *psched.Scheduler) { sm.FailQueued(err) })
 }
 
-// take returns the next closure, or nil when the coordinator stops or stop is set (the
-// worker failed).
-func (c *ClusterCoordinator) take(stop *atomic.Bool) *closure {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for len(c.queue) == 0 && !c.closed && c.fatal == nil && !stop.Load() {
-		c.cond.Wait()
-	}
-	if c.closed || c.fatal != nil || stop.Load() {
-		return nil
-	}
-	cl := c.queue[0]
-	c.queue = c.queue[1:]
-	cl.ctx = c.runCtx
-	return cl
-}
-
-// finish records the outcome of cl run on worker w and reports whether the worker failed
-// (the closure is then queued again).
-func (c *ClusterCoordinator) finish(w *psWorker, cl *closure, val *tensor.Tensor, err error) (workerFailed bool) {
-	if err != nil && cl.ctx != nil && cl.ctx.Err() != nil && c.ctx.Err() == nil {
-		// Stopped by JoinContext: not a worker failure, not run again.
-		err = fmt.Errorf("%w: Join stopped: %w", ErrClosureCancelled, err)
-	} else if err != nil && isWorkerFailure(err) && c.ctx.Err() == nil {
-		// A ps that does not answer the coordinator either is fatal; otherwise the worker
-		// is lost and the function runs again elsewhere.
-		if perr := c.s.checkPS(); perr != nil {
-			c.mu.Lock()
-			if c.fatal == nil {
-				c.fatal = perr
-				logf("ERROR", "%v", perr)
-			}
-			cl.rv.finish(nil, c.fatal, w.index)
-			delete(c.unfinished, cl.step)
-			c.pending--
-			c.cancelQueueLocked(fmt.Errorf("%w: %w", ErrClosureCancelled, c.fatal))
-			c.cond.Broadcast()
-			c.mu.Unlock()
-			return false
-		}
-		c.retries.Add(1)
-		logf("WARNING", "worker %d failed (%v); its step %d runs again on another worker", w.index, err, cl.step)
-		c.mu.Lock()
-		c.queue = append([]*closure{cl}, c.queue...)
-		c.cond.Broadcast()
-		c.mu.Unlock()
-		return true
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err != nil && c.ctx.Err() != nil {
-		err = fmt.Errorf("%w: %w", ErrClosureCancelled, ErrCoordinatorClosed)
-	}
-	cl.rv.finish(val, err, w.index)
-	delete(c.unfinished, cl.step)
-	c.pending--
-	if err != nil && c.firstErr == nil {
-		c.firstErr = err
-		// TensorFlow cancels what is still queued after a function fails.
-		c.cancelQueueLocked(fmt.Errorf("%w: an earlier function failed: %w", ErrClosureCancelled, err))
-	}
-	c.finished++
-	if c.finished%256 == 0 {
-		c.forgetLocked()
-	}
-	c.cond.Broadcast()
-	return false
-}
-
-// forgetLocked tells the parameter servers to drop the update records of steps that are
-// finished and will never run again.
-func (c *ClusterCoordinator) forgetLocked() {
-	below := c.nextStep + 1
-	for s := range c.unfinished {
-		below = min(below, s)
-	}
+// forget tells the parameter servers to drop the update records of steps below below,
+// which are finished and will never run again.
+func (c *ClusterCoordinator) forget(below uint64) {
 	for i, cl := range c.s.clients {
 		ctx, cancel := context.WithTimeout(c.ctx, c.s.timeout)
-		if err := cl.Forget(ctx, below); err != nil {
+		if err := cl.Forget(ctx, below); err != nil && c.ctx.Err() == nil {
 			logf("WARNING", "ps %d: forget steps below %d: %v", i, below, err)
 		}
 		cancel()
@@ -341,22 +362,28 @@ func (r *RemoteValue) finish(val *tensor.Tensor, err error, worker int) {
 	})
 }
 
-// Fetch waits for the function and returns its result or error.
-// It is FetchContext with the running notebook cell's context (cell.Context).
-func (r *RemoteValue) Fetch() (*tensor.Tensor, error) { return r.FetchContext(cell.Context()) }
+// Fetch waits for the function and returns its result or error; it is
+// FetchContext(cell.Context()), so interrupting the notebook cell ends the wait.
+func (r *RemoteValue) Fetch() (*tensor.Tensor, error) {
+	return r.FetchContext(cell.Context())
+}
 
-// FetchContext is Fetch bounded by ctx.
+// FetchContext is Fetch bounded by ctx: when ctx ends first it returns an error wrapping
+// ctx's cause (the function itself goes on; cancel its Schedule ctx or Join's to stop it).
 func (r *RemoteValue) FetchContext(ctx context.Context) (*tensor.Tensor, error) {
-	select {
-	case <-r.done: // finished beats a done ctx
-		return r.val, r.err
-	default:
+	if ctx == nil {
+		return nil, errors.New("distribute: FetchContext: nil context (pass context.Background() or the cell's context)")
 	}
 	select {
 	case <-r.done:
 		return r.val, r.err
 	case <-ctx.Done():
-		return nil, fmt.Errorf("distribute: fetch: %w", ctx.Err())
+		select {
+		case <-r.done: // both ready: the result wins
+			return r.val, r.err
+		default:
+		}
+		return nil, fmt.Errorf("distribute: fetch: %w", context.Cause(ctx))
 	}
 }
 
@@ -380,6 +407,8 @@ func (r *RemoteValue) Worker() int {
 type psWorker struct {
 	c     *ClusterCoordinator
 	index int
+	slots int           // functions in flight (psched.Config.Slots)
+	runs  chan *closure // functions the scheduler placed on this worker
 
 	mu      sync.Mutex
 	clients []*transport.PSClient
@@ -390,71 +419,130 @@ type psWorker struct {
 	ran     atomic.Int64
 }
 
-// loop runs the worker's scheduled functions. A remote worker task gets one function
-// ahead of the one it runs (two calls in flight; the task runs them one at a time): the
-// next function's arguments travel while the current one computes, so the task does not
-// idle between functions waiting for the coordinator. In-process workers run one at a
-// time (nothing to transfer).
+// loop connects the worker, reports it up, runs the functions placed on it until it fails,
+// and reconnects (rejoins) before taking more work.
 func (w *psWorker) loop() {
 	defer w.c.wg.Done()
-	slots := 1
-	if w.c.s.remote {
-		slots = 2
-	}
 	for {
 		if !w.connect() {
 			return
 		}
-		w.c.setUp(+1)
-		var failed atomic.Bool
-		var g sync.WaitGroup
-		for range slots {
-			g.Add(1)
-			go func() {
-				defer g.Done()
-				for {
-					cl := w.c.take(&failed)
-					if cl == nil {
-						return
-					}
-					val, err := w.run(cl)
-					if w.c.finish(w, cl, val, err) {
-						failed.Store(true)
-						w.c.mu.Lock()
-						w.c.cond.Broadcast() // the other slot stops taking work
-						w.c.mu.Unlock()
-						return
-					}
-					w.ran.Add(1)
-				}
-			}()
-		}
-		g.Wait()
-		w.c.setUp(-1)
-		if !failed.Load() {
+		w.drain()
+		w.c.step(func(sm *psched.Scheduler) { sm.WorkerUp(w.index) })
+		if !w.serve() {
 			return // the coordinator stopped
 		}
-		w.closeClients() // reconnect (rejoin) before taking more work
+		w.closeClients()
 	}
 }
 
-// setUp counts a worker that connected (+1) or went down (-1).
-func (c *ClusterCoordinator) setUp(d int) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.up += d
-	if c.up == 0 {
-		c.downSince = time.Now()
+// drain drops functions placed on this worker before it went down (the scheduler placed
+// them again elsewhere).
+func (w *psWorker) drain() {
+	for {
+		select {
+		case <-w.runs:
+		default:
+			return
+		}
 	}
 }
 
-// watch fails the queued functions when no worker has been reachable for the strategy's
-// worker timeout while they waited, so that Join, Fetch and Fit never wait forever for
-// worker tasks that were never started or are all gone.
+// serve runs the worker's functions, slots at a time, and reports whether it stopped
+// because the worker failed (false: the coordinator stopped).
+func (w *psWorker) serve() bool {
+	down := make(chan struct{})
+	var once sync.Once
+	var g sync.WaitGroup
+	for range w.slots {
+		g.Add(1)
+		go func() {
+			defer g.Done()
+			for {
+				select {
+				case <-down:
+					return
+				case <-w.c.ctx.Done():
+					return
+				case cl := <-w.runs:
+					select {
+					case <-down:
+						return // placed again elsewhere when the worker went down
+					default:
+					}
+					if w.execute(cl) {
+						once.Do(func() { close(down) })
+						return
+					}
+				}
+			}
+		}()
+	}
+	g.Wait()
+	if w.c.ctx.Err() != nil {
+		return false
+	}
+	select {
+	case <-down:
+		return true
+	default:
+		return false
+	}
+}
+
+// execute runs cl and reports its outcome to the scheduler; it returns true when the
+// worker failed.
+func (w *psWorker) execute(cl *closure) (workerFailed bool) {
+	var val *tensor.Tensor
+	err := context.Cause(cl.ctx)
+	if err == nil {
+		val, err = w.run(cl)
+	}
+	o := psched.OK
+	switch {
+	case err == nil:
+		w.ran.Add(1)
+	case cl.ctx.Err() != nil:
+		o = psched.UserError
+		err = fmt.Errorf("%w: step %d stopped: %w", ErrClosureCancelled, cl.step, context.Cause(cl.ctx))
+	case isWorkerFailure(err) && w.c.ctx.Err() == nil:
+		// A ps that does not answer the coordinator either is fatal; otherwise the worker
+		// is lost and the function runs again elsewhere.
+		if perr := w.c.s.checkPS(); perr != nil {
+			logf("ERROR", "%v", perr)
+			w.c.step(func(sm *psched.Scheduler) {
+				sm.Fail(perr)
+				sm.ClosureDone(w.index, cl.step, psched.WorkerFailure, err)
+			})
+			return false
+		}
+		o, workerFailed = psched.WorkerFailure, true
+		w.setErr(err)
+	default:
+		o = psched.UserError
+	}
+	w.c.step(func(sm *psched.Scheduler) {
+		if o == psched.OK {
+			cl.val = val
+		}
+		sm.ClosureDone(w.index, cl.step, o, err)
+	})
+	return workerFailed
+}
+
+// err returns the worker's last connection error.
+func (w *psWorker) err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastErr
+}
+
+// watch ticks the scheduler, which reports workers down for the worker timeout and
+// functions that waited that long with no worker up (so that Join, Fetch and Fit never
+// wait forever for worker tasks that were never started or are all gone).
 func (c *ClusterCoordinator) watch() {
 	defer c.wg.Done()
-	tick := min(max(c.s.reachTO/10, 5*time.Millisecond), 250*time.Millisecond)
-	t := time.NewTicker(tick)
+	t := time.NewTicker(c.tick)
 	defer t.Stop()
 	for {
 		select {
@@ -462,62 +550,17 @@ func (c *ClusterCoordinator) watch() {
 			return
 		case <-t.C:
 		}
-		c.checkReachable()
+		c.step(func(sm *psched.Scheduler) { sm.Tick() })
 	}
-}
-
-// checkReachable fails the queue with a *WorkerUnreachableError (or the *PSFailureError of
-// a ps that does not answer) when no worker has answered for the worker timeout while
-// functions waited.
-func (c *ClusterCoordinator) checkReachable() {
-	c.mu.Lock()
-	if c.up > 0 || len(c.queue) == 0 || c.closed || c.fatal != nil {
-		c.mu.Unlock()
-		return
-	}
-	since := c.downSince
-	for _, cl := range c.queue {
-		if cl.at.After(since) {
-			since = cl.at
-		}
-	}
-	waited := time.Since(since)
-	c.mu.Unlock()
-	if waited < c.s.reachTO {
-		return
-	}
-	perr := c.s.checkPS() // executors in this process fail to connect only when a ps is down
-	err := c.unreachableError(waited)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.up > 0 || len(c.queue) == 0 || c.closed || c.fatal != nil {
-		return
-	}
-	if perr != nil {
-		c.fatal = perr
-		logf("ERROR", "%v", perr)
-		c.cancelQueueLocked(fmt.Errorf("%w: %w", ErrClosureCancelled, c.fatal))
-	} else {
-		logf("ERROR", "%v", err)
-		if c.firstErr == nil {
-			c.firstErr = err
-		}
-		c.cancelQueueLocked(err)
-	}
-	c.downSince = time.Now()
-	c.cond.Broadcast()
 }
 
 // unreachableError describes every worker not connected now.
 func (c *ClusterCoordinator) unreachableError(waited time.Duration) *WorkerUnreachableError {
 	e := &WorkerUnreachableError{Waited: waited.Round(time.Millisecond), Timeout: c.s.reachTO, Remote: c.s.remote}
 	for _, w := range c.workers {
-		w.mu.Lock()
-		last := w.lastErr
-		w.mu.Unlock()
 		e.Workers = append(e.Workers, w.index)
 		e.Addrs = append(e.Addrs, c.s.workerAddrs[w.index])
-		e.Errs = append(e.Errs, last)
+		e.Errs = append(e.Errs, w.err())
 	}
 	return e
 }
@@ -694,11 +737,7 @@ func (w *psWorker) run(cl *closure) (val *tensor.Tensor, err error) {
 		}
 	}()
 	var op uint32
-	ctx := cl.ctx
-	if ctx == nil {
-		ctx = w.c.ctx
-	}
-	wc := &WorkerContext{ctx: ctx, index: w.index, step: cl.step, a: access{ctx: ctx, clients: clients, step: cl.step, op: &op}, vars: w.c.s.varByName}
+	wc := &WorkerContext{ctx: cl.ctx, index: w.index, step: cl.step, a: access{ctx: cl.ctx, clients: clients, step: cl.step, op: &op}, vars: w.c.s.varByName}
 	if cl.fn == nil {
 		fn, err := lookupFunction(cl.name)
 		if err != nil {
@@ -749,8 +788,8 @@ func (w *WorkerContext) Variable(name string) (*ShardedVariable, error) {
 // worker failure).
 func (w *WorkerContext) StepID() uint64 { return w.step }
 
-// Context returns a context that ends when the coordinator closes or a JoinContext whose
-// context ended stops the running functions.
+// Context returns a context that ends when the function is stopped: its Schedule ctx
+// ended, a Join's ctx ended, or the coordinator closed.
 func (w *WorkerContext) Context() context.Context { return w.ctx }
 
 // Read returns the current value of v.

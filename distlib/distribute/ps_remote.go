@@ -133,7 +133,7 @@ func (w *psWorker) runRemote(cl *closure) (*tensor.Tensor, error) {
 	}
 	payload := encodeCall(w.c.s.Variables(), cl.args)
 	w.c.bytesSent.Add(int64(len(payload) + len(cl.name)))
-	out, err := wc.Run(w.c.ctx, cl.name, cl.step, payload)
+	out, err := wc.Run(cl.ctx, cl.name, cl.step, payload)
 	if err != nil {
 		return nil, fmt.Errorf("distribute: worker %d: %w", w.index, err)
 	}
