@@ -266,7 +266,7 @@ func (c *ClusterCoordinator) JoinContext(ctx context.Context) error {
 		return err
 	case <-ctx.Done():
 	}
-	cause := fmt.Errorf("distribute: join: %w (the scheduled functions were cancelled)", context.Cause(ctx))
+	cause := fmt.Errorf("%w: Join stopped (the queued and running functions were cancelled): %w", ErrClosureCancelled, context.Cause(ctx))
 	c.step(func(sm *psched.Scheduler) { sm.Cancel(cause) })
 	return <-ch
 }
