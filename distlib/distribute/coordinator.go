@@ -52,6 +52,7 @@ type ClusterCoordinator struct {
 	mu       sync.Mutex
 	sm       *psched.Scheduler
 	closures map[uint64]*closure   // scheduled and not resolved, by step id
+	watches  map[context.Context]*ctxWatch
 	joins    map[uint64]chan error // Joins waiting, by the scheduler's join id
 	closed   bool
 
@@ -68,8 +69,16 @@ type closure struct {
 
 	ctx     context.Context         // the run's context: the Schedule ctx, cancelled when the function is stopped
 	cancel  context.CancelCauseFunc // stops the run
-	unwatch func() bool             // stops watching the Schedule ctx
+	watch   *ctxWatch               // the watch on the Schedule ctx (nil: it never ends)
 	val     *tensor.Tensor          // the value of a run that succeeded
+}
+
+// ctxWatch cancels the functions scheduled under one context when it ends: one watch per
+// context, not one per function (a cell schedules thousands under its one context).
+type ctxWatch struct {
+	ctx   context.Context
+	steps map[uint64]struct{}
+	stop  func() bool
 }
 
 // NewClusterCoordinator starts the coordinator of s, with one executor per worker task,
@@ -97,7 +106,7 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 		panic(fmt.Errorf("%w: NewClusterCoordinator: %w", ErrCluster, err))
 	}
 	c := &ClusterCoordinator{s: s, ctx: ctx, cancel: cancel, tick: tick, sm: sm,
-		closures: map[uint64]*closure{}, joins: map[uint64]chan error{}}
+		closures: map[uint64]*closure{}, joins: map[uint64]chan error{}, watches: map[context.Context]*ctxWatch{}}
 	for i := 0; i < s.numWorkers; i++ {
 		w := &psWorker{c: c, index: i, slots: slots, restart: make(chan struct{}, 1), runs: make(chan *closure, 2*slots)}
 		c.workers = append(c.workers, w)
@@ -151,21 +160,28 @@ func (c *ClusterCoordinator) enqueueContext(ctx context.Context, cl *closure, rv
 	c.step(func(sm *psched.Scheduler) {
 		cl.step = sm.Schedule()
 		c.closures[cl.step] = cl
-	})
-	if ctx.Done() != nil {
-		unwatch := context.AfterFunc(ctx, func() {
-			c.step(func(sm *psched.Scheduler) {
-				sm.CancelClosure(cl.step, fmt.Errorf("%w: step %d: %w", ErrClosureCancelled, cl.step, context.Cause(ctx)))
-			})
-		})
-		c.mu.Lock()
-		if _, ok := c.closures[cl.step]; ok {
-			cl.unwatch = unwatch
-		} else {
-			unwatch()
+		if ctx.Done() == nil {
+			return
 		}
-		c.mu.Unlock()
-	}
+		w := c.watches[ctx]
+		if w == nil {
+			w = &ctxWatch{ctx: ctx, steps: map[uint64]struct{}{}}
+			c.watches[ctx] = w
+			w.stop = context.AfterFunc(ctx, func() {
+				c.step(func(sm *psched.Scheduler) {
+					if c.watches[ctx] == w {
+						delete(c.watches, ctx)
+					}
+					err := fmt.Errorf("%w: %w", ErrClosureCancelled, context.Cause(ctx))
+					for step := range w.steps {
+						sm.CancelClosure(step, err)
+					}
+				})
+			})
+		}
+		w.steps[cl.step] = struct{}{}
+		cl.watch = w
+	})
 	return rv
 }
 
@@ -214,7 +230,7 @@ func (c *ClusterCoordinator) applyLocked(rd psched.Ready) (later []func()) {
 		} else {
 			cl.rv.finish(cl.val, nil, r.Worker)
 		}
-		cl.release()
+		c.releaseLocked(cl)
 	}
 	for _, j := range rd.Joins {
 		if ch := c.joins[j.ID]; ch != nil {
@@ -237,10 +253,15 @@ func (c *ClusterCoordinator) applyLocked(rd psched.Ready) (later []func()) {
 	return later
 }
 
-// release frees what cl holds once it is resolved.
-func (cl *closure) release() {
-	if cl.unwatch != nil {
-		cl.unwatch()
+// releaseLocked frees what cl holds once it is resolved: its place in its context's
+// watch (the watch ends with its last function) and its run context.
+func (c *ClusterCoordinator) releaseLocked(cl *closure) {
+	if w := cl.watch; w != nil {
+		delete(w.steps, cl.step)
+		if len(w.steps) == 0 && c.watches[w.ctx] == w {
+			delete(c.watches, w.ctx)
+			w.stop()
+		}
 	}
 	cl.cancel(ErrClosureCancelled)
 }
@@ -305,7 +326,7 @@ func (c *ClusterCoordinator) Close() error {
 	for step, cl := range c.closures {
 		delete(c.closures, step)
 		cl.rv.finish(nil, closeErr, -1)
-		cl.release()
+		c.releaseLocked(cl)
 	}
 	c.mu.Unlock()
 	return nil

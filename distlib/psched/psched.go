@@ -290,18 +290,18 @@ func (s *Scheduler) ClosureDone(w int, step uint64, o Outcome, err error) {
 }
 
 // CancelClosure cancels one closure with err (its own context ended): a queued one is
-// resolved at once, a running one is stopped and resolved with err when it returns. The
-// error is Join's if none came before.
+// resolved at once, a running one is stopped and resolved with err when it returns.
+// Cancelling costs O(1) however long the queue.
 func (s *Scheduler) CancelClosure(step uint64, err error) {
 	c := s.live[step]
 	if c == nil || c.cancelled != nil {
 		return
 	}
-	if s.firstErr == nil {
-		s.firstErr = err
-	}
+	// A cancellation is not a function's failure: it does not become a later Join's
+	// error (the Join of the cell that was interrupted reports it itself).
 	if c.worker < 0 {
-		s.queue = slices.DeleteFunc(s.queue, func(q *closureState) bool { return q == c })
+		// Resolved now; its queue entry is dropped when place reaches it (no O(queue)
+		// removal: cancelling every queued closure one by one stays linear).
 		s.resolve(c, -1, err)
 		s.checkJoins()
 		return
@@ -344,6 +344,7 @@ func (s *Scheduler) Cancel(err error) {
 // FailQueued resolves every queued closure with err (for instance: no worker answered for
 // too long) and makes err the next Join's error if none came before.
 func (s *Scheduler) FailQueued(err error) {
+	s.compact()
 	if len(s.queue) == 0 {
 		return
 	}
@@ -405,6 +406,9 @@ func (s *Scheduler) Tick() {
 			s.rd.Unreachable = append(s.rd.Unreachable, Unreachable{Worker: w, Ticks: ws.downTicks, Err: ws.err})
 		}
 	}
+	if !anyUp {
+		s.compact()
+	}
 	if anyUp || len(s.queue) == 0 || s.closeErr != nil || s.fatal != nil {
 		s.stallTicks, s.stalled = 0, false
 		return
@@ -434,7 +438,15 @@ func (s *Scheduler) Ready() Ready {
 func (s *Scheduler) Pending() int { return len(s.live) }
 
 // Queued returns the closures waiting for a worker.
-func (s *Scheduler) Queued() int { return len(s.queue) }
+func (s *Scheduler) Queued() int {
+	s.compact()
+	return len(s.queue)
+}
+
+// compact drops the queue entries of closures cancelled while queued.
+func (s *Scheduler) compact() {
+	s.queue = slices.DeleteFunc(s.queue, func(c *closureState) bool { return s.live[c.step] != c })
+}
 
 // Done reports whether every closure has finished or the scheduler failed.
 func (s *Scheduler) Done() bool { return len(s.live) == 0 || s.fatal != nil }
@@ -472,7 +484,13 @@ func (s *Scheduler) place() {
 		return
 	}
 	n := len(s.workers)
-	for len(s.queue) > 0 {
+	for {
+		for len(s.queue) > 0 && s.live[s.queue[0].step] != s.queue[0] {
+			s.queue = s.queue[1:] // cancelled while queued
+		}
+		if len(s.queue) == 0 {
+			return
+		}
 		placed := false
 		for k := range n {
 			w := (s.next + k) % n
@@ -524,6 +542,9 @@ func (s *Scheduler) resolve(c *closureState, w int, err error) {
 	}
 	delete(s.live, c.step)
 	s.rd.Resolves = append(s.rd.Resolves, Resolve{Step: c.step, Worker: w, Err: err})
+	if c.attempt == 0 {
+		return // never ran: nothing of it on the parameter servers to forget
+	}
 	s.finished++
 	if s.finished%s.cfg.ForgetEvery == 0 {
 		below := s.nextStep + 1

@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 var (
@@ -328,5 +329,38 @@ func TestScheduler(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newTrace(t, tc.cfg))
 		})
+	}
+}
+
+// TestCancelManyQueuedIsLinear: cancelling each of many queued closures one by one (every
+// Schedule under a notebook cell's context that ends) costs O(1) each, not O(queue).
+func TestCancelManyQueuedIsLinear(t *testing.T) {
+	s, err := New(Config{Workers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200000
+	steps := make([]uint64, n)
+	for i := range steps {
+		steps[i] = s.Schedule()
+	}
+	s.Ready()
+	start := time.Now()
+	for _, st := range steps {
+		s.CancelClosure(st, ErrCancelled)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("cancelling %d queued closures took %v", n, took)
+	}
+	if rd := s.Ready(); len(rd.Resolves) != n || s.Queued() != 0 || !s.Done() {
+		t.Fatalf("%d resolves, %d queued, done %v; want %d, 0, true", len(rd.Resolves), s.Queued(), s.Done(), n)
+	}
+	s.WorkerUp(0)
+	if rd := s.Ready(); len(rd.Runs) != 0 {
+		t.Fatalf("a worker that comes up runs %v, want nothing (all cancelled)", rd.Runs)
+	}
+	next := s.Schedule()
+	if rd := s.Ready(); len(rd.Runs) != 1 || rd.Runs[0].Step != next {
+		t.Fatalf("after the cancellations a new closure runs %v, want step %d", rd.Runs, next)
 	}
 }
