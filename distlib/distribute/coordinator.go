@@ -51,7 +51,7 @@ type ClusterCoordinator struct {
 
 	mu       sync.Mutex
 	sm       *psched.Scheduler
-	closures map[uint64]*closure   // scheduled and not resolved, by step id
+	closures map[uint64]*closure // scheduled and not resolved, by step id
 	watches  map[context.Context]*ctxWatch
 	joins    map[uint64]chan error // Joins waiting, by the scheduler's join id
 	closed   bool
@@ -67,10 +67,10 @@ type closure struct {
 	step uint64
 	rv   *RemoteValue
 
-	ctx     context.Context         // the run's context: the Schedule ctx, cancelled when the function is stopped
-	cancel  context.CancelCauseFunc // stops the run
-	watch   *ctxWatch               // the watch on the Schedule ctx (nil: it never ends)
-	val     *tensor.Tensor          // the value of a run that succeeded
+	ctx    context.Context         // the run's context: the Schedule ctx, cancelled when the function is stopped
+	cancel context.CancelCauseFunc // stops the run
+	watch  *ctxWatch               // the watch on the Schedule ctx (nil: it never ends)
+	val    *tensor.Tensor          // the value of a run that succeeded
 }
 
 // ctxWatch cancels the functions scheduled under one context when it ends: one watch per
