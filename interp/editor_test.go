@@ -1,6 +1,8 @@
 package interp
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -149,6 +151,39 @@ func TestAutoImport(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestPasswordInput(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	rec := &askRecorder{recorder: &recorder{input: []string{"s3cret", "Ada"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := "import \"godist/distlib/display\"\nfmt.Print(\"first \")\nkey, err := display.Password(\"API key: \")\nname, err2 := display.Input(\"name? \")\nfmt.Sprint(len(key), name, err, err2)"
+	res, err := s.Execute(ctx, code, rec)
+	if err != nil || res == nil || res.Data["text/plain"] != "6Ada<nil> <nil>" {
+		t.Fatalf("Execute = %+v, %v, want 6Ada<nil> <nil>", res, err)
+	}
+	want := []string{`"API key: " true`, `"name? " false`}
+	if got := rec.asked; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("asked %q, want %q", got, want)
+	}
+	if rec.text("stdout") != "first " {
+		t.Errorf("stdout = %q, want the text before the prompt", rec.text("stdout"))
+	}
+}
+
+// askRecorder records the prompts and password flags of the input asked.
+type askRecorder struct {
+	*recorder
+	asked []string
+}
+
+func (a *askRecorder) Input(prompt string, password bool) (string, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, fmt.Sprintf("%q %v", prompt, password))
+	a.mu.Unlock()
+	return a.recorder.Input(prompt, password)
 }
 
 func TestCompleteTyped(t *testing.T) {
