@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/scanner"
 	"go/token"
+	"go/types"
 	"reflect"
 	"sort"
 	"strings"
@@ -61,7 +62,7 @@ func (s *Session) Complete(code string, cursor int) (matches []string, start, en
 		for x > 0 && isIdentByte(code[x-1]) {
 			x--
 		}
-		cands = s.members(code, code[x:b-1])
+		cands = s.members(code, x, b-1)
 	} else {
 		cands = append(s.names(), scanCell(code).names...)
 		for _, im := range scanCell(code).imports {
@@ -123,9 +124,11 @@ func packageSymbols(path string) map[string]reflect.Value {
 	return nil
 }
 
-// members lists the members of x: a package's symbols, or a variable's fields and methods
-// (with the methods the notebook declared).
-func (s *Session) members(code, x string) []string {
+// members lists the members of the identifier code[from:to]: a package's symbols, a
+// variable's fields and methods (with the methods the notebook declared), or the members
+// of the type go/types gives it in the cell not yet run.
+func (s *Session) members(code string, from, to int) []string {
+	x := code[from:to]
 	if path := s.cellPackagePath(code, x); path != "" {
 		var out []string
 		for name := range packageSymbols(path) {
@@ -137,6 +140,9 @@ func (s *Session) members(code, x string) []string {
 	}
 	v, ok := s.currentGlobals()[x]
 	if !ok || !v.IsValid() {
+		if t := s.cellTypeAt(code, from, to); t != nil {
+			return typeMembers(t)
+		}
 		return nil
 	}
 	out := valueMembers(v)
@@ -193,6 +199,18 @@ func (s *Session) Inspect(code string, cursor, detail int) (data map[string]any,
 		return nil, false
 	}
 	text := s.describe(code, name, detail)
+	if text == "" {
+		// Declared in the cell, not yet run: its type from go/types.
+		from := b + strings.Index(code[b:e], name)
+		if t := s.cellTypeAt(code, from, from+len(name)); t != nil {
+			text = fmt.Sprintf("%s %s", name, types.TypeString(t, func(p *types.Package) string {
+				if p.Path() == "main" {
+					return ""
+				}
+				return p.Name()
+			}))
+		}
+	}
 	if text == "" {
 		return nil, false
 	}

@@ -1,6 +1,8 @@
 package interp
 
 import (
+	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +150,92 @@ func TestAutoImport(t *testing.T) {
 				t.Errorf("%q wrote to stderr %q, want silence", tt.code, got)
 			}
 		})
+	}
+}
+
+func TestPasswordInput(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	rec := &askRecorder{recorder: &recorder{input: []string{"s3cret", "Ada"}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	code := "import \"godist/distlib/display\"\nfmt.Print(\"first \")\nkey, err := display.Password(\"API key: \")\nname, err2 := display.Input(\"name? \")\nfmt.Sprint(len(key), name, err, err2)"
+	res, err := s.Execute(ctx, code, rec)
+	if err != nil || res == nil || res.Data["text/plain"] != "6Ada<nil> <nil>" {
+		t.Fatalf("Execute = %+v, %v, want 6Ada<nil> <nil>", res, err)
+	}
+	want := []string{`"API key: " true`, `"name? " false`}
+	if got := rec.asked; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Errorf("asked %q, want %q", got, want)
+	}
+	if rec.text("stdout") != "first " {
+		t.Errorf("stdout = %q, want the text before the prompt", rec.text("stdout"))
+	}
+}
+
+// askRecorder records the prompts and password flags of the input asked.
+type askRecorder struct {
+	*recorder
+	asked []string
+}
+
+func (a *askRecorder) Input(prompt string, password bool) (string, error) {
+	a.mu.Lock()
+	a.asked = append(a.asked, fmt.Sprintf("%q %v", prompt, password))
+	a.mu.Unlock()
+	return a.recorder.Input(prompt, password)
+}
+
+func TestCompleteTyped(t *testing.T) {
+	s := newSession(t, Options{})
+	mustRun(t, s, "import \"strings\"\ntype Pt struct{ X, Y int }\nfunc (p Pt) Norm() int { return p.X*p.X + p.Y*p.Y }\norigin := Pt{}")
+	tests := []struct {
+		code string
+		want []string
+		not  []string
+	}{
+		{"var sb strings.Builder\nsb.Wri", []string{"WriteString", "WriteByte"}, nil},
+		{"r := strings.NewReader(\"x\")\nr.Re", []string{"ReadRune", "Read"}, nil},
+		{"p := Pt{1, 2}\np.", []string{"X", "Y", "Norm"}, nil},
+		{"func f() {\n\tb := new(strings.Builder)\n\tb.Len", []string{"Len"}, nil},
+		{"q := origin\nq.", []string{"X", "Y"}, nil},
+		{"n := 3\nn.", nil, []string{"String"}},
+	}
+	for _, tt := range tests {
+		matches, _, _ := s.Complete(tt.code, len([]rune(tt.code)))
+		for _, w := range tt.want {
+			if !contains(matches, w) {
+				t.Errorf("Complete(%q) = %v, want %s", tt.code, matches, w)
+			}
+		}
+		for _, w := range tt.not {
+			if contains(matches, w) {
+				t.Errorf("Complete(%q) = %v, want no %s", tt.code, matches, w)
+			}
+		}
+	}
+	code := "var sb strings.Builder\nsb.Wri"
+	s.Complete(code, len(code))
+	start := time.Now()
+	for i := 0; i < 10; i++ {
+		s.Complete(code, len(code))
+	}
+	if d := time.Since(start) / 10; d > 50*time.Millisecond {
+		t.Errorf("typed Complete took %v after warm-up, want well under 100ms", d)
+	}
+}
+
+func TestInspectTyped(t *testing.T) {
+	s := newSession(t, Options{})
+	tests := []struct{ code, want string }{
+		{"import \"strings\"\nr := strings.NewReader(\"x\")\nr", "r *strings.Reader"},
+		{"type Pt struct{ X int }\np := &Pt{}\np", "p *Pt"},
+		{"parts := []string{\"a\"}\nparts", "parts []string"},
+	}
+	for _, tt := range tests {
+		data, found := s.Inspect(tt.code, len([]rune(tt.code)), 0)
+		if !found || data["text/plain"] != tt.want {
+			t.Errorf("Inspect(%q) = %v, %v, want %q", tt.code, data, found, tt.want)
+		}
 	}
 }

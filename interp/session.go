@@ -525,6 +525,17 @@ func (p publisher) Update(data, md display.Bundle, id string)  { p.show(data, md
 // Sync implements display.Syncer: the cell's printed text reaches its output now.
 func (p publisher) Sync() { p.s.syncStreams() }
 
+// Input implements display.Inputter (display.Input, display.Password): the prompt and the
+// password flag go to the front end in an input_request, after the text written before.
+func (p publisher) Input(prompt string, password bool) (string, error) {
+	p.s.syncStreams()
+	out := p.s.output()
+	if out == nil {
+		return "", errors.New("interp: no cell is running to ask for input")
+	}
+	return out.Input(prompt, password)
+}
+
 func (p publisher) ClearOutput(wait bool) {
 	if out := p.s.output(); out != nil {
 		out.ClearOutput(wait)

@@ -17,11 +17,13 @@ func init() {
 		"HTML":         reflect.ValueOf(display.HTML),
 		"Image":        reflect.ValueOf(display.Image),
 		"InNotebook":   reflect.ValueOf(display.InNotebook),
+		"Input":        reflect.ValueOf(display.Input),
 		"JSON":         reflect.ValueOf(display.JSON),
 		"Markdown":     reflect.ValueOf(display.Markdown),
 		"NewHandle":    reflect.ValueOf(display.NewHandle),
 		"PNG":          reflect.ValueOf(display.PNG),
 		"PNGBundle":    reflect.ValueOf(display.PNGBundle),
+		"Password":     reflect.ValueOf(display.Password),
 		"SVG":          reflect.ValueOf(display.SVG),
 		"SetPublisher": reflect.ValueOf(display.SetPublisher),
 		"Show":         reflect.ValueOf(display.Show),
@@ -30,23 +32,23 @@ func init() {
 		// type definitions
 		"Bundle":    reflect.ValueOf((*display.Bundle)(nil)),
 		"Handle":    reflect.ValueOf((*display.Handle)(nil)),
-		"PlainText": reflect.ValueOf((*display.PlainText)(nil)),
+		"Inputter":  reflect.ValueOf((*display.Inputter)(nil)),
 		"Publisher": reflect.ValueOf((*display.Publisher)(nil)),
 
 		// interface wrapper definitions
-		"_PlainText": reflect.ValueOf((*_godist_distlib_display_PlainText)(nil)),
+		"_Inputter":  reflect.ValueOf((*_godist_distlib_display_Inputter)(nil)),
 		"_Publisher": reflect.ValueOf((*_godist_distlib_display_Publisher)(nil)),
 	}
 }
 
-// _godist_distlib_display_PlainText is an interface wrapper for PlainText type
-type _godist_distlib_display_PlainText struct {
-	IValue     interface{}
-	WPlainText func() bool
+// _godist_distlib_display_Inputter is an interface wrapper for Inputter type
+type _godist_distlib_display_Inputter struct {
+	IValue interface{}
+	WInput func(prompt string, password bool) (string, error)
 }
 
-func (W _godist_distlib_display_PlainText) PlainText() bool {
-	return W.WPlainText()
+func (W _godist_distlib_display_Inputter) Input(prompt string, password bool) (string, error) {
+	return W.WInput(prompt, password)
 }
 
 // _godist_distlib_display_Publisher is an interface wrapper for Publisher type

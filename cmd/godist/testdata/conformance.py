@@ -29,10 +29,13 @@ class GodistKernelTests(jkt.KernelTests):
     completion_samples = [
         {"text": "fmt.Print", "matches": {"Print", "Printf", "Println"}},
         {"text": "os.Std", "matches": {"Stderr", "Stdin", "Stdout"}},
+        # The cell's own import and declarations count before it runs.
+        {"text": 'import "strings"\nstrings.ToUpp', "matches": {"ToUpper", "ToUpperSpecial"}},
+        {"text": "func squareOf(x int) int { return x * x }\nsquareO", "matches": {"squareOf"}},
     ]
     complete_code_samples = ["x := 1", 'fmt.Println("hi")', "func f() int { return 1 }"]
     incomplete_code_samples = ["func f() {", "x := []int{1,\n", "for i := 0; i < 3; i++ {"]
-    invalid_code_samples = ["}", "x := 1 }", "a := 1 @"]
+    invalid_code_samples = ["}", "x := 1 }", "a := 1 @", "x := := 1", "x := 1 +* 2"]
     code_page_something = "fmt.Println?"
     code_generate_error = 'panic("boom")'
     code_execute_result = [
