@@ -320,16 +320,21 @@ func (s *Scheduler) Join() uint64 {
 }
 
 // Cancel cancels everything scheduled with err (a Join's context ended): queued closures
-// are resolved with err, running ones are stopped; the Joins waiting now are answered
-// with err once the running closures have returned. The scheduler stays usable.
+// are resolved with err wrapped in Config.CancelErr, running ones are stopped (and so
+// resolved when they return); the Joins waiting now are answered with err once the
+// running closures have returned. The scheduler stays usable.
 func (s *Scheduler) Cancel(err error) {
 	if err == nil {
 		err = ErrCancelled
 	}
-	s.cancelQueue(err)
+	cerr := err // what the closures say: wrapped in CancelErr
+	if !errors.Is(err, s.cfg.CancelErr) {
+		cerr = fmt.Errorf("%w: %w", s.cfg.CancelErr, err)
+	}
+	s.cancelQueue(cerr)
 	for _, c := range s.live {
 		if c.worker >= 0 && c.cancelled == nil {
-			c.cancelled = err
+			c.cancelled = cerr
 			s.rd.Cancels = append(s.rd.Cancels, c.step)
 		}
 	}
@@ -539,7 +544,7 @@ func (s *Scheduler) checkJoins() {
 	if len(s.cancelJoins) > 0 {
 		running := false
 		for _, c := range s.live {
-			if c.worker >= 0 && c.cancelled == s.cancelErr {
+			if c.worker >= 0 && c.cancelled != nil {
 				running = true
 				break
 			}
