@@ -331,14 +331,7 @@ func (s *Scheduler) Cancel(err error) {
 	if !errors.Is(err, s.cfg.CancelErr) {
 		cerr = fmt.Errorf("%w: %w", s.cfg.CancelErr, err)
 	}
-	s.cancelQueue(cerr)
-	for _, c := range s.live {
-		if c.worker >= 0 && c.cancelled == nil {
-			c.cancelled = cerr
-			s.rd.Cancels = append(s.rd.Cancels, c.step)
-		}
-	}
-	slices.Sort(s.rd.Cancels)
+	s.stopAll(cerr)
 	s.cancelJoins = append(s.cancelJoins, s.joins...)
 	s.joins = nil
 	s.cancelErr = err
@@ -382,14 +375,7 @@ func (s *Scheduler) Close(err error) {
 		err = fmt.Errorf("%w: scheduler closed", s.cfg.CancelErr)
 	}
 	s.closeErr = err
-	s.cancelQueue(err)
-	for _, c := range s.live {
-		if c.worker >= 0 && c.cancelled == nil {
-			c.cancelled = err
-			s.rd.Cancels = append(s.rd.Cancels, c.step)
-		}
-	}
-	slices.Sort(s.rd.Cancels)
+	s.stopAll(err)
 	s.checkJoins()
 }
 
@@ -514,6 +500,21 @@ func (s *Scheduler) failUser(c *closureState, w int, err error) {
 		s.firstErr = err
 		s.cancelQueue(fmt.Errorf("%w: an earlier function (step %d) failed: %w", s.cfg.CancelErr, c.step, err))
 	}
+}
+
+// stopAll resolves the queued closures with err and stops the running ones (Ready.Cancels,
+// in step order); they are resolved with err when they return.
+func (s *Scheduler) stopAll(err error) {
+	s.cancelQueue(err)
+	var stop []uint64
+	for _, c := range s.live {
+		if c.worker >= 0 && c.cancelled == nil {
+			c.cancelled = err
+			stop = append(stop, c.step)
+		}
+	}
+	slices.Sort(stop)
+	s.rd.Cancels = append(s.rd.Cancels, stop...)
 }
 
 func (s *Scheduler) cancelQueue(err error) {
