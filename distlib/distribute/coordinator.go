@@ -97,7 +97,9 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 		slots = 2
 	}
 	sm, err := psched.New(psched.Config{Workers: s.numWorkers, Slots: slots,
-		UnreachableTicks: max(1, int((s.reachTO+tick-1)/tick)),
+		// One tick more than the timeout holds: the first tick that sees the queue waiting
+		// may come right after it started waiting.
+		UnreachableTicks: int((s.reachTO+tick-1)/tick) + 1,
 		// Step ids are unique across coordinator restarts: a restarted coordinator must not
 		// reuse the ids the parameter servers remember.
 		FirstStep: uint64(time.Now().UnixNano()), CancelErr: ErrClosureCancelled})
@@ -240,10 +242,10 @@ func (c *ClusterCoordinator) applyLocked(rd psched.Ready) (later []func()) {
 	}
 	for _, u := range rd.Unreachable {
 		logf("WARNING", "worker %d (%s) has been unreachable for %v: %v", u.Worker, c.s.workerAddrs[u.Worker],
-			time.Duration(u.Ticks)*c.tick, c.workers[u.Worker].err())
+			time.Duration(u.Ticks-1)*c.tick, c.workers[u.Worker].err())
 	}
 	if rd.Stall != nil {
-		waited := time.Duration(rd.Stall.Ticks) * c.tick
+		waited := time.Duration(rd.Stall.Ticks-1) * c.tick
 		later = append(later, func() { c.stalled(waited) })
 	}
 	if rd.Forget != 0 {

@@ -320,20 +320,18 @@ func (s *Scheduler) Join() uint64 {
 }
 
 // Cancel cancels everything scheduled with err (a Join's context ended): queued closures
-// are resolved with err, running ones are stopped; the Joins waiting now are answered
-// with err once the running closures have returned. The scheduler stays usable.
+// are resolved with err wrapped in Config.CancelErr, running ones are stopped (and so
+// resolved when they return); the Joins waiting now are answered with err once the
+// running closures have returned. The scheduler stays usable.
 func (s *Scheduler) Cancel(err error) {
 	if err == nil {
 		err = ErrCancelled
 	}
-	s.cancelQueue(err)
-	for _, c := range s.live {
-		if c.worker >= 0 && c.cancelled == nil {
-			c.cancelled = err
-			s.rd.Cancels = append(s.rd.Cancels, c.step)
-		}
+	cerr := err // what the closures say: wrapped in CancelErr
+	if !errors.Is(err, s.cfg.CancelErr) {
+		cerr = fmt.Errorf("%w: %w", s.cfg.CancelErr, err)
 	}
-	slices.Sort(s.rd.Cancels)
+	s.stopAll(cerr)
 	s.cancelJoins = append(s.cancelJoins, s.joins...)
 	s.joins = nil
 	s.cancelErr = err
@@ -378,14 +376,7 @@ func (s *Scheduler) Close(err error) {
 		err = fmt.Errorf("%w: scheduler closed", s.cfg.CancelErr)
 	}
 	s.closeErr = err
-	s.cancelQueue(err)
-	for _, c := range s.live {
-		if c.worker >= 0 && c.cancelled == nil {
-			c.cancelled = err
-			s.rd.Cancels = append(s.rd.Cancels, c.step)
-		}
-	}
-	slices.Sort(s.rd.Cancels)
+	s.stopAll(err)
 	s.checkJoins()
 }
 
@@ -529,6 +520,21 @@ func (s *Scheduler) failUser(c *closureState, w int, err error) {
 	}
 }
 
+// stopAll resolves the queued closures with err and stops the running ones (Ready.Cancels,
+// in step order); they are resolved with err when they return.
+func (s *Scheduler) stopAll(err error) {
+	s.cancelQueue(err)
+	var stop []uint64
+	for _, c := range s.live {
+		if c.worker >= 0 && c.cancelled == nil {
+			c.cancelled = err
+			stop = append(stop, c.step)
+		}
+	}
+	slices.Sort(stop)
+	s.rd.Cancels = append(s.rd.Cancels, stop...)
+}
+
 func (s *Scheduler) cancelQueue(err error) {
 	for _, c := range s.queue {
 		s.resolve(c, -1, err)
@@ -560,7 +566,7 @@ func (s *Scheduler) checkJoins() {
 	if len(s.cancelJoins) > 0 {
 		running := false
 		for _, c := range s.live {
-			if c.worker >= 0 && c.cancelled == s.cancelErr {
+			if c.worker >= 0 && c.cancelled != nil {
 				running = true
 				break
 			}

@@ -242,15 +242,15 @@ func TestScheduler(t *testing.T) {
 			if !reflect.DeepEqual(rd.Cancels, []uint64{a}) || len(rd.Joins) != 0 {
 				t.Fatalf("cancels %v joins %v, want step a stopped and the join still waiting", rd.Cancels, rd.Joins)
 			}
-			if r, ok := tr.resolved(b); !ok || r.Err != errStop {
-				t.Fatalf("queued step resolved %v %v, want the cancel error", r, ok)
+			if r, ok := tr.resolved(b); !ok || !errors.Is(r.Err, errStop) || !errors.Is(r.Err, ErrCancelled) {
+				t.Fatalf("queued step resolved %v %v, want ErrCancelled wrapping the cancel error", r, ok)
 			}
 			rd = tr.do(func(s *Scheduler) { s.ClosureDone(0, a, UserError, errors.New("ps read: context canceled")) })
 			if len(rd.Joins) != 1 || rd.Joins[0].ID != id || rd.Joins[0].Err != errStop {
 				t.Fatalf("joins %v, want the cancel error", rd.Joins)
 			}
-			if r, _ := tr.resolved(a); r.Err != errStop {
-				t.Fatalf("running step resolved with %v, want the cancel error", r.Err)
+			if r, _ := tr.resolved(a); !errors.Is(r.Err, errStop) || !errors.Is(r.Err, ErrCancelled) {
+				t.Fatalf("running step resolved with %v, want ErrCancelled wrapping the cancel error", r.Err)
 			}
 			// Usable afterwards: the next cell schedules and joins cleanly.
 			var c uint64
