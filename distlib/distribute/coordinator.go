@@ -1012,35 +1012,6 @@ func firstNonNil(errs []error) error {
 	return nil
 }
 
-// PSOptimizer is an optimizer rule applied on the parameter servers.
-type PSOptimizer struct {
-	kind transport.UpdateKind
-	rule transport.Rule
-	name string
-}
-
-// NewPSSGD returns SGD with learning rate lr and momentum (0 for none), Keras's rule.
-func NewPSSGD(lr, momentum float32) *PSOptimizer {
-	if lr <= 0 || momentum < 0 || momentum >= 1 {
-		panic(fmt.Errorf("distribute: NewPSSGD(learning_rate=%v, momentum=%v): want learning_rate > 0 and momentum in [0, 1)", lr, momentum))
-	}
-	return &PSOptimizer{kind: transport.UpdateSGD, rule: transport.Rule{LearningRate: lr, Momentum: momentum},
-		name: fmt.Sprintf("SGD(learning_rate=%v, momentum=%v)", lr, momentum)}
-}
-
-// NewPSAdam returns Adam with learning rate lr and Keras's defaults (beta_1 0.9, beta_2
-// 0.999, epsilon 1e-7); moments live on the parameter servers beside the variables.
-func NewPSAdam(lr float32) *PSOptimizer {
-	if lr <= 0 {
-		panic(fmt.Errorf("distribute: NewPSAdam(learning_rate=%v): want learning_rate > 0", lr))
-	}
-	return &PSOptimizer{kind: transport.UpdateAdam, rule: transport.Rule{LearningRate: lr, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7},
-		name: fmt.Sprintf("Adam(learning_rate=%v)", lr)}
-}
-
-// String describes the optimizer.
-func (o *PSOptimizer) String() string { return o.name }
-
 // PerWorkerDataset is one dataset per worker, made by the function given to
 // CreatePerWorkerDataset (ClusterCoordinator.create_per_worker_dataset).
 type PerWorkerDataset struct {

@@ -8,6 +8,7 @@ import (
 
 	"godist/distlib/device"
 	"godist/distlib/distribute"
+	"godist/distlib/optim"
 	"godist/distlib/tensor"
 )
 
@@ -21,7 +22,7 @@ type Optimizer struct {
 	iterations int64
 	hp         hyper
 	nslots     int
-	kernel     func(w, g []float32, slots [][]float32, lr float64, t int64, hp *hyper)
+	spec       optim.Spec          // the update rule (its LearningRate is o.lr; a step uses its own)
 	strategy   distribute.Strategy // current when the optimizer was made (its scope's)
 
 	mu    sync.Mutex
@@ -127,9 +128,8 @@ func Schedule(s LearningRateSchedule) OptimizerOption {
 	})
 }
 
-func newOptimizer(name string, lr, defaultLR float64, nslots int, opts []OptimizerOption,
-	kernel func(w, g []float32, slots [][]float32, lr float64, t int64, hp *hyper)) *Optimizer {
-	o := &Optimizer{name: name, lr: lr, nslots: nslots, kernel: kernel,
+func newOptimizer(name string, lr, defaultLR float64, opts []OptimizerOption) *Optimizer {
+	o := &Optimizer{name: name, lr: lr,
 		hp:       hyper{beta1: 0.9, beta2: 0.999, epsilon: 1e-7, rho: 0.9},
 		slots:    map[*tensor.Variable]*slotState{},
 		strategy: distribute.GetStrategy()}
@@ -147,85 +147,41 @@ func newOptimizer(name string, lr, defaultLR float64, nslots int, opts []Optimiz
 	case lr == 0:
 		o.lr = defaultLR
 	}
-	if name == "SGD" && o.hp.momentum > 0 {
-		o.nslots = 1
+	o.spec = o.specAt(o.lr)
+	if err := o.spec.Validate(); err != nil {
+		panic(fmt.Errorf("%w: %s: %v", ErrInvalidArgument, name, err))
 	}
-	if name == "RMSprop" && o.hp.momentum > 0 {
-		o.nslots = 2
-	}
+	o.nslots = o.spec.Slots()
 	return o
+}
+
+// specAt returns the optimizer's update rule with learning rate lr.
+func (o *Optimizer) specAt(lr float64) optim.Spec {
+	switch o.name {
+	case "SGD":
+		return optim.NewSGD(lr, o.hp.momentum, o.hp.nesterov)
+	case "Adam":
+		return optim.NewAdam(lr, o.hp.beta1, o.hp.beta2, o.hp.epsilon)
+	}
+	return optim.NewRMSprop(lr, o.hp.rho, o.hp.momentum, o.hp.epsilon)
 }
 
 // SGD returns gradient descent with optional Momentum and Nesterov, like
 // tf.keras.optimizers.SGD. An lr of 0 selects Keras' default 0.01.
 func SGD(lr float64, opts ...OptimizerOption) *Optimizer {
-	return newOptimizer("SGD", lr, 0.01, 0, opts, sgdKernel)
+	return newOptimizer("SGD", lr, 0.01, opts)
 }
 
 // Adam returns the Adam optimizer (Beta1 0.9, Beta2 0.999, Epsilon 1e-7 unless set), like
 // tf.keras.optimizers.Adam. An lr of 0 selects Keras' default 0.001.
 func Adam(lr float64, opts ...OptimizerOption) *Optimizer {
-	return newOptimizer("Adam", lr, 0.001, 2, opts, adamKernel)
+	return newOptimizer("Adam", lr, 0.001, opts)
 }
 
 // RMSprop returns the RMSprop optimizer (Rho 0.9, Momentum 0, Epsilon 1e-7 unless set), like
 // tf.keras.optimizers.RMSprop. An lr of 0 selects Keras' default 0.001.
 func RMSprop(lr float64, opts ...OptimizerOption) *Optimizer {
-	return newOptimizer("RMSprop", lr, 0.001, 1, opts, rmspropKernel)
-}
-
-// sgdKernel: velocity = m*velocity - lr*g; w += velocity (Nesterov: w += m*velocity - lr*g).
-func sgdKernel(w, g []float32, slots [][]float32, lr float64, _ int64, hp *hyper) {
-	if hp.momentum == 0 {
-		l := float32(lr)
-		for i := range w {
-			w[i] -= l * g[i]
-		}
-		return
-	}
-	v, m, l := slots[0], float32(hp.momentum), float32(lr)
-	for i := range w {
-		v[i] = m*v[i] - l*g[i]
-		if hp.nesterov {
-			w[i] += m*v[i] - l*g[i]
-		} else {
-			w[i] += v[i]
-		}
-	}
-}
-
-// adamKernel is Keras 3's Adam: lr_t = lr*sqrt(1-b2^t)/(1-b1^t); m += (g-m)(1-b1);
-// v += (g²-v)(1-b2); w -= lr_t*m/(sqrt(v)+eps), t counting from 1.
-func adamKernel(w, g []float32, slots [][]float32, lr float64, t int64, hp *hyper) {
-	m, v := slots[0], slots[1]
-	tf := float64(t)
-	alpha := float32(lr * math.Sqrt(1-math.Pow(hp.beta2, tf)) / (1 - math.Pow(hp.beta1, tf)))
-	b1, b2, eps := float32(1-hp.beta1), float32(1-hp.beta2), float32(hp.epsilon)
-	for i := range w {
-		gi := g[i]
-		m[i] += (gi - m[i]) * b1
-		v[i] += (gi*gi - v[i]) * b2
-		w[i] -= alpha * m[i] / (float32(math.Sqrt(float64(v[i]))) + eps)
-	}
-}
-
-// rmspropKernel is Keras 3's RMSprop: v = rho*v + (1-rho)g²; inc = lr*g/sqrt(v+eps);
-// with momentum mom = momentum*mom + inc and w -= mom, else w -= inc.
-func rmspropKernel(w, g []float32, slots [][]float32, lr float64, _ int64, hp *hyper) {
-	v := slots[0]
-	rho, l, eps, mm := float32(hp.rho), float32(lr), float32(hp.epsilon), float32(hp.momentum)
-	for i := range w {
-		gi := g[i]
-		v[i] = rho*v[i] + (1-rho)*gi*gi
-		inc := l * gi / float32(math.Sqrt(float64(v[i]+eps)))
-		if hp.momentum > 0 {
-			mom := slots[1]
-			mom[i] = mm*mom[i] + inc
-			w[i] -= mom[i]
-		} else {
-			w[i] -= inc
-		}
-	}
+	return newOptimizer("RMSprop", lr, 0.001, opts)
 }
 
 // Name returns "SGD", "Adam" or "RMSprop".
@@ -384,7 +340,9 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 			// The variable's value is immutable: update a copy kept with the slots, which
 			// AssignData copies into the variable's new value.
 			copy(u.st.buf, u.v.Value().Data())
-			o.kernel(u.st.buf, u.g, u.st.slots, u.lr, u.st.t, &o.hp)
+			spec := o.spec
+			spec.LearningRate = u.lr
+			spec.Apply(u.st.buf, u.g, u.st.slots, u.st.t)
 			u.v.AssignData(u.st.buf)
 		}
 	}

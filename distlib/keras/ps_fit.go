@@ -18,7 +18,8 @@ import (
 // ClusterCoordinator schedules the training steps on the workers, StepsPerExecution
 // batches per scheduled function; each worker reads the current variables, computes the
 // gradients of its batches and pushes them to the ps tasks, which apply the optimizer
-// (SGD, with momentum, or Adam: the same rules as this package's optimizers). Workers
+// (SGD with momentum or Nesterov, Adam, RMSprop: package optim's rules, as in the
+// replicas, with the optimizer's own hyperparameters). Workers
 // train asynchronously, each at its own pace. After every epoch the model's own variables
 // get the ps values, so Evaluate, Predict and SaveWeights see the trained model.
 // Batch-level callbacks run on the coordinator once per scheduled function, as in Keras:
@@ -54,18 +55,18 @@ type psModel struct {
 	opt   *distribute.PSOptimizer
 }
 
-// psOptimizer maps the model's optimizer to a rule the parameter servers apply.
+// psOptimizer returns the rule the parameter servers apply for the model's optimizer:
+// the same rule (package optim) with the optimizer's own hyperparameters. Only a
+// learning-rate schedule cannot go there: each ps applies one rule per push, and the
+// schedule is a Go value of the coordinator.
 func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 	if o.schedule != nil {
-		return nil, fmt.Errorf("%w: %s with a learning-rate schedule cannot run on parameter servers (their rules take a constant learning rate)", ErrInvalidArgument, o.name)
+		return nil, fmt.Errorf("%w: %s with a learning-rate schedule cannot run on parameter servers (they apply a constant learning rate): give %s a constant learning rate, and change it between Fit calls with SetLearningRate", ErrInvalidArgument, o.name, o.name)
 	}
-	switch {
-	case o.name == "SGD" && !o.hp.nesterov:
-		return distribute.NewPSSGD(float32(o.lr), float32(o.hp.momentum)), nil
-	case o.name == "Adam" && o.hp.beta1 == 0.9 && o.hp.beta2 == 0.999 && o.hp.epsilon == 1e-7:
-		return distribute.NewPSAdam(float32(o.lr)), nil
-	}
-	return nil, fmt.Errorf("%w: optimizer %s is not available on parameter servers: use keras.SGD (with or without Momentum, without Nesterov) or keras.Adam with its default betas and epsilon", ErrInvalidArgument, o.name)
+	o.mu.Lock()
+	spec := o.specAt(o.lr)
+	o.mu.Unlock()
+	return distribute.NewPSOptimizer(spec)
 }
 
 // placeOnPS creates the model's variables (vars, one per parameter) on the parameter

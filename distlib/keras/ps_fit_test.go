@@ -121,8 +121,8 @@ func TestPSFitErrors(t *testing.T) {
 		opts []distribute.PSOption
 		want string
 	}{
-		{"rmsprop", RMSprop(0.01), nil, "not available on parameter servers"},
-		{"nesterov", SGD(0.1, Momentum(0.9), Nesterov(true)), nil, "not available on parameter servers"},
+		{"schedule", SGD(0, Schedule(ExponentialDecay(0.1, 100, 0.9, false))), nil, "learning-rate schedule cannot run on parameter servers"},
+		{"adam schedule", Adam(0, Schedule(InverseTimeDecay(0.01, 10, 0.5, false))), nil, "give Adam a constant learning rate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -103,8 +103,10 @@ func (c *PSClient) Gather(ctx context.Context, key string, rows []int) ([]float3
 // Update applies u to variable key. It reports false when the server had already applied
 // an update with u.ID (a retried step), in which case nothing changed.
 func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bool, err error) {
-	e := psEncoder{b: make([]byte, 0, 64+8*len(u.Rows)+4*len(u.Value))}
-	encodeUpdate(&e, u)
+	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
+	if err := encodeUpdate(&e, u); err != nil {
+		return false, fmt.Errorf("%w (variable %q)", err, key)
+	}
 	b, err := c.invoke(ctx, "Update", key, e.b, false)
 	if err != nil {
 		return false, err
@@ -120,8 +122,10 @@ func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bo
 // value is written into dst when dst has the variable's size, else into a new slice.
 // When the server had already applied u.ID, applied is false and value is the current one.
 func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []float32) (applied bool, value []float32, err error) {
-	e := psEncoder{b: make([]byte, 0, 64+8*len(u.Rows)+4*len(u.Value))}
-	encodeUpdate(&e, u)
+	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
+	if err := encodeUpdate(&e, u); err != nil {
+		return false, nil, fmt.Errorf("%w (variable %q)", err, key)
+	}
 	b, err := c.invoke(ctx, "UpdateRead", key, e.b, false)
 	if err != nil {
 		return false, nil, err

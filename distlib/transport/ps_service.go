@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
+
+	"godist/distlib/optim"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -40,12 +41,11 @@ const (
 	UpdateAssign UpdateKind = iota
 	// UpdateAssignAdd adds the value to the variable (or the given rows).
 	UpdateAssignAdd
-	// UpdateSGD applies a gradient with plain SGD (Rule.LearningRate) or with momentum
-	// (Rule.Momentum > 0, Keras's rule: v = momentum*v - lr*g; w += v).
-	UpdateSGD
-	// UpdateAdam applies a gradient with Adam (Keras's rule, bias-corrected learning rate;
-	// the iteration count and moments are kept per variable on the ps).
-	UpdateAdam
+	// UpdateOptimizer applies a gradient with the update's Rule (an optim.Spec: SGD with
+	// momentum or Nesterov, Adam, RMSprop), the same kernels as keras's optimizers. The
+	// rule's slots and the step count (Adam's bias correction) are kept per variable on
+	// the ps.
+	UpdateOptimizer
 )
 
 // String names the update kind.
@@ -55,18 +55,15 @@ func (k UpdateKind) String() string {
 		return "assign"
 	case UpdateAssignAdd:
 		return "assign_add"
-	case UpdateSGD:
-		return "sgd"
-	case UpdateAdam:
-		return "adam"
+	case UpdateOptimizer:
+		return "optimizer"
 	}
 	return fmt.Sprintf("UpdateKind(%d)", uint8(k))
 }
 
-// Rule holds the hyperparameters of an optimizer update applied on the ps.
-type Rule struct {
-	LearningRate, Momentum, Beta1, Beta2, Epsilon float32
-}
+// Rule is the optimizer rule an UpdateOptimizer update applies on the ps, with the
+// hyperparameters of the optimizer it comes from (the zero Rule for assignments).
+type Rule = optim.Spec
 
 // UpdateID identifies one update: the step (a closure scheduled by the coordinator; 0
 // means not deduplicated) and the update's index within the step. A step retried on
@@ -80,7 +77,7 @@ type UpdateID struct {
 type Update struct {
 	ID    UpdateID
 	Kind  UpdateKind
-	Rule  Rule
+	Rule  Rule      // UpdateOptimizer's rule (ignored by the others)
 	Rows  []int     // nil: the whole variable; else the rows (first axis) Value holds, in order
 	Value []float32 // the new value, the delta or the gradient
 }
@@ -100,9 +97,8 @@ type psVar struct {
 	shape   []int
 	row     int // elements per row of the first axis
 	data    []float32
-	slot1   []float32 // momentum or Adam's m
-	slot2   []float32 // Adam's v
-	iters   int64     // Adam's iteration count
+	slots   [][]float32 // the optimizer rule's slots (momenta, moving averages)
+	iters   int64       // optimizer updates applied (Adam's bias correction)
 	applied map[UpdateID]struct{}
 }
 
@@ -200,7 +196,7 @@ func (s *PSServer) create(key string, d *psDecoder) ([]byte, error) {
 		}
 		if overwrite {
 			copy(old.data, data)
-			old.slot1, old.slot2, old.iters = nil, nil, 0
+			old.slots, old.iters = nil, 0
 		}
 		return nil, nil
 	}
@@ -360,28 +356,39 @@ func (s *PSServer) stats() ([]byte, error) {
 	return e.b, nil
 }
 
-func encodeUpdate(e *psEncoder, u Update) {
+// encodeUpdate appends u; an UpdateOptimizer carries its rule's encoding, checked here
+// (the caller hears of a bad rule before anything is sent).
+func encodeUpdate(e *psEncoder, u Update) error {
 	e.u64(u.ID.Step)
 	e.u32(u.ID.Op)
 	e.u8(uint8(u.Kind))
-	e.f32(u.Rule.LearningRate)
-	e.f32(u.Rule.Momentum)
-	e.f32(u.Rule.Beta1)
-	e.f32(u.Rule.Beta2)
-	e.f32(u.Rule.Epsilon)
+	if u.Kind == UpdateOptimizer {
+		var err error
+		if e.b, err = u.Rule.AppendBinary(e.b); err != nil {
+			return fmt.Errorf("transport: ps: update: %w", err)
+		}
+	}
 	e.u8(boolByte(u.Rows != nil))
 	if u.Rows != nil {
 		e.ints(u.Rows)
 	}
 	e.floats(u.Value)
+	return nil
 }
 
+// decodeUpdate reads what encodeUpdate wrote; a bad rule sets d.err.
 func decodeUpdate(d *psDecoder) Update {
 	var u Update
 	u.ID.Step = d.u64()
 	u.ID.Op = d.u32()
 	u.Kind = UpdateKind(d.u8())
-	u.Rule = Rule{LearningRate: d.f32(), Momentum: d.f32(), Beta1: d.f32(), Beta2: d.f32(), Epsilon: d.f32()}
+	if u.Kind == UpdateOptimizer {
+		if b := d.take(optim.EncodedSize); b != nil {
+			if err := u.Rule.UnmarshalBinary(b); err != nil {
+				d.err = fmt.Errorf("transport: ps: update: %w", err)
+			}
+		}
+	}
 	if d.u8() == 1 {
 		u.Rows = d.ints()
 	}
@@ -422,23 +429,18 @@ func (v *psVar) apply(key string, u Update) error {
 	}
 	switch u.Kind {
 	case UpdateAssign, UpdateAssignAdd:
-	case UpdateSGD:
-		if u.Rule.Momentum != 0 && v.slot1 == nil {
-			v.slot1 = make([]float32, len(v.data))
+	case UpdateOptimizer:
+		if err := u.Rule.Validate(); err != nil {
+			return status.Errorf(codes.InvalidArgument, "variable %q: %v", key, err)
 		}
-	case UpdateAdam:
-		if v.slot1 == nil {
-			v.slot1, v.slot2 = make([]float32, len(v.data)), make([]float32, len(v.data))
+		for len(v.slots) < u.Rule.Slots() {
+			v.slots = append(v.slots, make([]float32, len(v.data)))
 		}
 		v.iters++
 	default:
 		return status.Errorf(codes.InvalidArgument, "variable %q: unknown update kind %d", key, uint8(u.Kind))
 	}
-	var adamLR float32
-	if u.Kind == UpdateAdam {
-		t := float64(v.iters)
-		adamLR = float32(float64(u.Rule.LearningRate) * math.Sqrt(1-math.Pow(float64(u.Rule.Beta2), t)) / (1 - math.Pow(float64(u.Rule.Beta1), t)))
-	}
+	slots := make([][]float32, len(v.slots))
 	k := 0
 	for _, sp := range spans {
 		w := v.data[sp.lo:sp.hi]
@@ -451,51 +453,14 @@ func (v *psVar) apply(key string, u Update) error {
 			for i := range w {
 				w[i] += g[i]
 			}
-		case UpdateSGD:
-			lr := u.Rule.LearningRate
-			if u.Rule.Momentum == 0 {
-				for i := range w {
-					w[i] -= lr * g[i]
-				}
-				break
+		case UpdateOptimizer:
+			for j, sl := range v.slots {
+				slots[j] = sl[sp.lo:sp.hi]
 			}
-			m := v.slot1[sp.lo:sp.hi]
-			for i := range w {
-				m[i] = u.Rule.Momentum*m[i] - lr*g[i]
-				w[i] += m[i]
-			}
-		case UpdateAdam:
-			adam(w, g, v.slot1[sp.lo:sp.hi], v.slot2[sp.lo:sp.hi], adamLR, u.Rule)
+			u.Rule.Apply(w, g, slots, v.iters)
 		}
 	}
 	return nil
-}
-
-// adam applies Keras's Adam step with the bias-corrected learning rate lr to w, gradient
-// g and moments m, s (all of w's length): one pass, no allocation, the constants and the
-// bounds checks hoisted out of the loop, four elements per iteration.
-func adam(w, g, m, s []float32, lr float32, r Rule) {
-	n := len(w)
-	g, m, s = g[:n], m[:n], s[:n]
-	b1, b2, c1, c2, eps := r.Beta1, r.Beta2, 1-r.Beta1, 1-r.Beta2, r.Epsilon
-	i := 0
-	for ; i+4 <= n; i += 4 {
-		g0, g1, g2, g3 := g[i], g[i+1], g[i+2], g[i+3]
-		m0, m1, m2, m3 := b1*m[i]+c1*g0, b1*m[i+1]+c1*g1, b1*m[i+2]+c1*g2, b1*m[i+3]+c1*g3
-		s0, s1, s2, s3 := b2*s[i]+c2*g0*g0, b2*s[i+1]+c2*g1*g1, b2*s[i+2]+c2*g2*g2, b2*s[i+3]+c2*g3*g3
-		m[i], m[i+1], m[i+2], m[i+3] = m0, m1, m2, m3
-		s[i], s[i+1], s[i+2], s[i+3] = s0, s1, s2, s3
-		w[i] -= lr * m0 / (float32(math.Sqrt(float64(s0))) + eps)
-		w[i+1] -= lr * m1 / (float32(math.Sqrt(float64(s1))) + eps)
-		w[i+2] -= lr * m2 / (float32(math.Sqrt(float64(s2))) + eps)
-		w[i+3] -= lr * m3 / (float32(math.Sqrt(float64(s3))) + eps)
-	}
-	for ; i < n; i++ {
-		mi := b1*m[i] + c1*g[i]
-		si := b2*s[i] + c2*g[i]*g[i]
-		m[i], s[i] = mi, si
-		w[i] -= lr * mi / (float32(math.Sqrt(float64(si))) + eps)
-	}
 }
 
 func sameInts(a, b []int) bool {

@@ -3,7 +3,6 @@ package transport
 import (
 	"context"
 	"errors"
-	"math"
 	"net"
 	"slices"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"godist/distlib/optim"
 	"godist/internal/leakcheck"
 )
 
@@ -148,62 +148,92 @@ func TestPSOptimizerRules(t *testing.T) {
 	c := dialPS(t, s, "tok", 0)
 	w0 := []float32{1, -2, 3, 0.5}
 	grads := [][]float32{{0.1, -0.2, 0.3, 0}, {0.5, 0.5, -1, 2}, {-0.3, 0.1, 0.2, 0.4}}
+	// The ps applies each rule with the kernels of package optim, keeping the slots and the
+	// step count per variable: after several steps its value equals a local run bit for bit.
 	tests := []struct {
 		name string
-		kind UpdateKind
 		rule Rule
-		ref  func(w []float32, gs [][]float32) []float32
 	}{
-		{"sgd", UpdateSGD, Rule{LearningRate: 0.1}, func(w []float32, gs [][]float32) []float32 {
-			for _, g := range gs {
-				for i := range w {
-					w[i] -= 0.1 * g[i]
-				}
-			}
-			return w
-		}},
-		{"momentum", UpdateSGD, Rule{LearningRate: 0.1, Momentum: 0.9}, func(w []float32, gs [][]float32) []float32 {
-			v := make([]float32, len(w))
-			for _, g := range gs {
-				for i := range w {
-					v[i] = 0.9*v[i] - 0.1*g[i]
-					w[i] += v[i]
-				}
-			}
-			return w
-		}},
-		{"adam", UpdateAdam, Rule{LearningRate: 0.01, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}, func(w []float32, gs [][]float32) []float32 {
-			m, v := make([]float64, len(w)), make([]float64, len(w))
-			for t, g := range gs {
-				lr := 0.01 * math.Sqrt(1-math.Pow(0.999, float64(t+1))) / (1 - math.Pow(0.9, float64(t+1)))
-				for i := range w {
-					m[i] = 0.9*m[i] + 0.1*float64(g[i])
-					v[i] = 0.999*v[i] + 0.001*float64(g[i])*float64(g[i])
-					w[i] -= float32(lr * m[i] / (math.Sqrt(v[i]) + 1e-7))
-				}
-			}
-			return w
-		}},
+		{"sgd", optim.NewSGD(0.1, 0, false)},
+		{"momentum", optim.NewSGD(0.1, 0.9, false)},
+		{"nesterov", optim.NewSGD(0.05, 0.8, true)},
+		{"adam", optim.NewAdam(0.01, 0.9, 0.999, 1e-7)},
+		{"adam-betas", optim.NewAdam(0.02, 0.7, 0.95, 1e-4)},
+		{"rmsprop", optim.NewRMSprop(0.01, 0.9, 0, 1e-7)},
+		{"rmsprop-momentum", optim.NewRMSprop(0.01, 0.8, 0.5, 1e-6)},
 	}
 	for _, tt := range tests {
 		if err := c.Create(ctx, tt.name, []int{2, 2}, w0, false); err != nil {
 			t.Fatal(err)
 		}
+		want := slices.Clone(w0)
+		slots := make([][]float32, tt.rule.Slots())
+		for k := range slots {
+			slots[k] = make([]float32, len(w0))
+		}
 		for step, g := range grads {
-			if _, err := c.Update(ctx, tt.name, Update{ID: UpdateID{Step: uint64(step + 1)}, Kind: tt.kind, Rule: tt.rule, Value: g}); err != nil {
+			if _, err := c.Update(ctx, tt.name, Update{ID: UpdateID{Step: uint64(step + 1)}, Kind: UpdateOptimizer, Rule: tt.rule, Value: g}); err != nil {
 				t.Fatal(err)
 			}
+			tt.rule.Apply(want, g, slots, int64(step+1))
 		}
 		_, got, err := c.Read(ctx, tt.name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := tt.ref(slices.Clone(w0), grads)
-		for i := range want {
-			if math.Abs(float64(got[i]-want[i])) > 1e-5 {
-				t.Errorf("%s: w[%d] = %v, want %v", tt.name, i, got[i], want[i])
-			}
+		if !slices.Equal(got, want) || slices.Equal(got, w0) {
+			t.Errorf("%s: ps value after %d steps = %v, want %v (optim.Spec.Apply)", tt.name, len(grads), got, want)
 		}
+	}
+	// A rule applied to some rows updates those rows and their slots only.
+	if err := c.Create(ctx, "rows", []int{3, 2}, []float32{1, 2, 3, 4, 5, 6}, false); err != nil {
+		t.Fatal(err)
+	}
+	mom := optim.NewSGD(1, 0.5, false)
+	for range 2 {
+		if _, err := c.Update(ctx, "rows", Update{Kind: UpdateOptimizer, Rule: mom, Rows: []int{2, 0}, Value: []float32{1, 1, 2, 2}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Row 2: v = -1, -1.5 (w 5 -> 2.5); row 0: v = -2, -3 (w 1 -> -4).
+	if _, got, _ := c.Read(ctx, "rows"); !slices.Equal(got, []float32{-4, -3, 3, 4, 2.5, 3.5}) {
+		t.Errorf("rows after 2 momentum steps on rows 2 and 0 = %v, want [-4 -3 3 4 2.5 3.5]", got)
+	}
+	// A bad rule is refused before it is sent, naming the variable and the value.
+	_, err := c.Update(ctx, "sgd", Update{Kind: UpdateOptimizer, Rule: optim.NewSGD(-1, 0, false), Value: grads[0]})
+	if err == nil || !errors.Is(err, optim.ErrInvalidSpec) || !strings.Contains(err.Error(), "learning rate -1") || !strings.Contains(err.Error(), `"sgd"`) {
+		t.Errorf("Update with learning rate -1 = %v, want an optim.ErrInvalidSpec naming it and the variable", err)
+	}
+	// The server checks what arrives too: an unknown rule kind or update kind is refused
+	// with a message naming it, and the variable is left alone.
+	for _, tc := range []struct {
+		name string
+		kind byte
+		spec func(b []byte)
+		want string
+	}{
+		{"unknown rule", byte(UpdateOptimizer), func(b []byte) { b[0] = 9 }, "unknown rule kind 9"},
+		{"bad momentum", byte(UpdateOptimizer), func(b []byte) { b[11] = 0x3f; b[17] = 0x40 }, "momentum"},
+		{"unknown update kind", 7, nil, "unknown update kind 7"},
+	} {
+		var e psEncoder
+		e.u64(0)
+		e.u32(0)
+		e.u8(tc.kind)
+		if tc.spec != nil {
+			b, _ := optim.NewSGD(0.1, 0.5, false).MarshalBinary()
+			tc.spec(b)
+			e.b = append(e.b, b...)
+		}
+		e.u8(0)
+		e.floats(grads[0])
+		_, err := c.invoke(ctx, "Update", "sgd", e.b, false)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Update = %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	if _, got, _ := c.Read(ctx, "sgd"); slices.Equal(got, w0) {
+		t.Errorf("sgd was not trained")
 	}
 	// Row updates touch only their rows.
 	if _, err := c.Update(ctx, "sgd", Update{Kind: UpdateAssign, Rows: []int{1}, Value: []float32{7, 8}}); err != nil {
@@ -298,7 +328,7 @@ func BenchmarkPSAdamApply(b *testing.B) {
 	for i := range g {
 		g[i] = float32(i%7) - 3
 	}
-	u := Update{Kind: UpdateAdam, Rule: Rule{LearningRate: 1e-3, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}, Value: g}
+	u := Update{Kind: UpdateOptimizer, Rule: optim.NewAdam(1e-3, 0.9, 0.999, 1e-7), Value: g}
 	b.SetBytes(int64(4 * n))
 	for b.Loop() {
 		if err := v.apply("w", u); err != nil {

@@ -57,6 +57,8 @@ func init() {
 		"NewNcclAllReduce":               reflect.ValueOf(distribute.NewNcclAllReduce),
 		"NewOneDeviceStrategy":           reflect.ValueOf(distribute.NewOneDeviceStrategy),
 		"NewPSAdam":                      reflect.ValueOf(distribute.NewPSAdam),
+		"NewPSOptimizer":                 reflect.ValueOf(distribute.NewPSOptimizer),
+		"NewPSRMSprop":                   reflect.ValueOf(distribute.NewPSRMSprop),
 		"NewPSSGD":                       reflect.ValueOf(distribute.NewPSSGD),
 		"NewParameterServerStrategy":     reflect.ValueOf(distribute.NewParameterServerStrategy),
 		"NewPerReplica":                  reflect.ValueOf(distribute.NewPerReplica),

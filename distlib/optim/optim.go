@@ -1,0 +1,303 @@
+// Package optim holds the optimizer update rules, written once: the same kernels update a
+// replica's variables (keras.Optimizer) and a variable shard on a parameter server
+// (transport's ps service), so both give the same numbers.
+//
+// A Spec names a rule (SGD, Adam, RMSprop) and its hyperparameters; it has a binary
+// encoding the ps service carries with every update. Spec.Apply runs one step over
+// []float32 slices: the weights, the gradient and the rule's slots (momenta, moving
+// averages), which the caller keeps per variable.
+package optim
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+)
+
+// Kind is an update rule.
+type Kind uint8
+
+const (
+	// SGD is gradient descent, with optional momentum and Nesterov momentum (Keras's SGD).
+	SGD Kind = iota + 1
+	// Adam is Keras's Adam, with its bias-corrected learning rate.
+	Adam
+	// RMSprop is Keras's RMSprop (not centered), with optional momentum.
+	RMSprop
+)
+
+// String names the rule as Keras does ("SGD", "Adam", "RMSprop").
+func (k Kind) String() string {
+	switch k {
+	case SGD:
+		return "SGD"
+	case Adam:
+		return "Adam"
+	case RMSprop:
+		return "RMSprop"
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// ErrInvalidSpec is wrapped by the errors of Validate and UnmarshalBinary.
+var ErrInvalidSpec = errors.New("optim: invalid optimizer spec")
+
+// Spec is an update rule with its hyperparameters. Only the fields of its Kind may be set:
+//
+//	SGD:     LearningRate, Momentum, Nesterov
+//	Adam:    LearningRate, Beta1, Beta2, Epsilon
+//	RMSprop: LearningRate, Rho, Momentum, Epsilon
+type Spec struct {
+	Kind         Kind
+	LearningRate float64 // >= 0
+	Momentum     float64 // SGD, RMSprop: in [0, 1)
+	Nesterov     bool    // SGD
+	Beta1, Beta2 float64 // Adam: in [0, 1)
+	Epsilon      float64 // Adam, RMSprop: > 0
+	Rho          float64 // RMSprop: in [0, 1)
+}
+
+// NewSGD returns Keras's SGD rule: lr, momentum (0: none) and Nesterov.
+func NewSGD(lr, momentum float64, nesterov bool) Spec {
+	return Spec{Kind: SGD, LearningRate: lr, Momentum: momentum, Nesterov: nesterov}
+}
+
+// NewAdam returns Keras's Adam rule with the given hyperparameters (Keras's defaults:
+// beta1 0.9, beta2 0.999, epsilon 1e-7).
+func NewAdam(lr, beta1, beta2, epsilon float64) Spec {
+	return Spec{Kind: Adam, LearningRate: lr, Beta1: beta1, Beta2: beta2, Epsilon: epsilon}
+}
+
+// NewRMSprop returns Keras's RMSprop rule (Keras's defaults: rho 0.9, momentum 0,
+// epsilon 1e-7).
+func NewRMSprop(lr, rho, momentum, epsilon float64) Spec {
+	return Spec{Kind: RMSprop, LearningRate: lr, Rho: rho, Momentum: momentum, Epsilon: epsilon}
+}
+
+// String describes the rule in Keras's terms, e.g. "SGD(learning_rate=0.1, momentum=0.9)".
+func (s Spec) String() string {
+	switch s.Kind {
+	case SGD:
+		if s.Momentum == 0 && !s.Nesterov {
+			return fmt.Sprintf("SGD(learning_rate=%v)", s.LearningRate)
+		}
+		return fmt.Sprintf("SGD(learning_rate=%v, momentum=%v, nesterov=%v)", s.LearningRate, s.Momentum, s.Nesterov)
+	case Adam:
+		return fmt.Sprintf("Adam(learning_rate=%v, beta_1=%v, beta_2=%v, epsilon=%v)", s.LearningRate, s.Beta1, s.Beta2, s.Epsilon)
+	case RMSprop:
+		return fmt.Sprintf("RMSprop(learning_rate=%v, rho=%v, momentum=%v, epsilon=%v)", s.LearningRate, s.Rho, s.Momentum, s.Epsilon)
+	}
+	return fmt.Sprintf("Spec(kind=%d)", uint8(s.Kind))
+}
+
+// Validate returns an error wrapping ErrInvalidSpec that names the bad field when s is not
+// a rule Apply can run: an unknown kind, a negative or non-finite learning rate, a decay
+// outside [0, 1), an epsilon <= 0, or a field its kind does not have.
+func (s Spec) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidSpec, s.Kind, fmt.Sprintf(format, args...))
+	}
+	if s.Kind < SGD || s.Kind > RMSprop {
+		return fmt.Errorf("%w: unknown rule kind %d (want optim.SGD, optim.Adam or optim.RMSprop)", ErrInvalidSpec, uint8(s.Kind))
+	}
+	if !(s.LearningRate >= 0) || math.IsInf(s.LearningRate, 0) {
+		return bad("learning rate %g must be finite and >= 0", s.LearningRate)
+	}
+	unit := func(name string, v float64) error {
+		if !(v >= 0 && v < 1) {
+			return bad("%s %g must be in [0, 1)", name, v)
+		}
+		return nil
+	}
+	unused := func(name string, set bool) error {
+		if set {
+			return bad("has no %s (it is a hyperparameter of another rule): leave it zero", name)
+		}
+		return nil
+	}
+	var errs []error
+	switch s.Kind {
+	case SGD:
+		errs = append(errs, unit("momentum", s.Momentum),
+			unused("beta1", s.Beta1 != 0), unused("beta2", s.Beta2 != 0),
+			unused("epsilon", s.Epsilon != 0), unused("rho", s.Rho != 0))
+	case Adam:
+		errs = append(errs, unit("beta1", s.Beta1), unit("beta2", s.Beta2),
+			unused("momentum", s.Momentum != 0), unused("nesterov", s.Nesterov), unused("rho", s.Rho != 0))
+	case RMSprop:
+		errs = append(errs, unit("rho", s.Rho), unit("momentum", s.Momentum),
+			unused("nesterov", s.Nesterov), unused("beta1", s.Beta1 != 0), unused("beta2", s.Beta2 != 0))
+	}
+	if s.Kind != SGD && (!(s.Epsilon > 0) || math.IsInf(s.Epsilon, 0)) {
+		errs = append(errs, bad("epsilon %g must be finite and > 0", s.Epsilon))
+	}
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Slots returns how many slot arrays (each the variable's size) the rule keeps per
+// variable: SGD 0 (1 with momentum), Adam 2 (m, v), RMSprop 1 (2 with momentum).
+func (s Spec) Slots() int {
+	switch s.Kind {
+	case SGD:
+		if s.Momentum != 0 {
+			return 1
+		}
+	case Adam:
+		return 2
+	case RMSprop:
+		if s.Momentum != 0 {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// Apply runs step t (counting from 1: Adam's bias correction) of the rule on weights w
+// with gradient g and the variable's slots (at least Slots() arrays, each at least len(w)
+// long, zero before the first step). g must be at least len(w) long. Apply does not
+// check s: Validate it once where it comes in.
+func (s *Spec) Apply(w, g []float32, slots [][]float32, t int64) {
+	switch s.Kind {
+	case SGD:
+		s.sgd(w, g, slots)
+	case Adam:
+		s.adam(w, g, slots, t)
+	case RMSprop:
+		s.rmsprop(w, g, slots)
+	}
+}
+
+// sgd: velocity = m*velocity - lr*g; w += velocity (Nesterov: w += m*velocity - lr*g).
+func (s *Spec) sgd(w, g []float32, slots [][]float32) {
+	n := len(w)
+	g = g[:n]
+	l := float32(s.LearningRate)
+	if s.Momentum == 0 {
+		for i := range w {
+			w[i] -= l * g[i]
+		}
+		return
+	}
+	v, m := slots[0][:n], float32(s.Momentum)
+	if s.Nesterov {
+		for i := range w {
+			v[i] = m*v[i] - l*g[i]
+			w[i] += m*v[i] - l*g[i]
+		}
+		return
+	}
+	for i := range w {
+		v[i] = m*v[i] - l*g[i]
+		w[i] += v[i]
+	}
+}
+
+// adam is Keras 3's Adam: lr_t = lr*sqrt(1-b2^t)/(1-b1^t); m += (g-m)(1-b1);
+// v += (g²-v)(1-b2); w -= lr_t*m/(sqrt(v)+eps), t counting from 1.
+func (s *Spec) adam(w, g []float32, slots [][]float32, t int64) {
+	n := len(w)
+	g, m, v := g[:n], slots[0][:n], slots[1][:n]
+	tf := float64(t)
+	alpha := float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
+	b1, b2, eps := float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon)
+	i := 0
+	// Four elements per iteration (the same arithmetic per element as the loop below).
+	for ; i+4 <= n; i += 4 {
+		g0, g1, g2, g3 := g[i], g[i+1], g[i+2], g[i+3]
+		m0 := m[i] + (g0-m[i])*b1
+		m1 := m[i+1] + (g1-m[i+1])*b1
+		m2 := m[i+2] + (g2-m[i+2])*b1
+		m3 := m[i+3] + (g3-m[i+3])*b1
+		v0 := v[i] + (g0*g0-v[i])*b2
+		v1 := v[i+1] + (g1*g1-v[i+1])*b2
+		v2 := v[i+2] + (g2*g2-v[i+2])*b2
+		v3 := v[i+3] + (g3*g3-v[i+3])*b2
+		m[i], m[i+1], m[i+2], m[i+3] = m0, m1, m2, m3
+		v[i], v[i+1], v[i+2], v[i+3] = v0, v1, v2, v3
+		w[i] -= alpha * m0 / (float32(math.Sqrt(float64(v0))) + eps)
+		w[i+1] -= alpha * m1 / (float32(math.Sqrt(float64(v1))) + eps)
+		w[i+2] -= alpha * m2 / (float32(math.Sqrt(float64(v2))) + eps)
+		w[i+3] -= alpha * m3 / (float32(math.Sqrt(float64(v3))) + eps)
+	}
+	for ; i < n; i++ {
+		gi := g[i]
+		m[i] += (gi - m[i]) * b1
+		v[i] += (gi*gi - v[i]) * b2
+		w[i] -= alpha * m[i] / (float32(math.Sqrt(float64(v[i]))) + eps)
+	}
+}
+
+// rmsprop is Keras 3's RMSprop: v = rho*v + (1-rho)g²; inc = lr*g/sqrt(v+eps);
+// with momentum mom = momentum*mom + inc and w -= mom, else w -= inc.
+func (s *Spec) rmsprop(w, g []float32, slots [][]float32) {
+	n := len(w)
+	g, v := g[:n], slots[0][:n]
+	rho, l, eps, mm := float32(s.Rho), float32(s.LearningRate), float32(s.Epsilon), float32(s.Momentum)
+	if s.Momentum == 0 {
+		for i := range w {
+			gi := g[i]
+			v[i] = rho*v[i] + (1-rho)*gi*gi
+			w[i] -= l * gi / float32(math.Sqrt(float64(v[i]+eps)))
+		}
+		return
+	}
+	mom := slots[1][:n]
+	for i := range w {
+		gi := g[i]
+		v[i] = rho*v[i] + (1-rho)*gi*gi
+		inc := l * gi / float32(math.Sqrt(float64(v[i]+eps)))
+		mom[i] = mm*mom[i] + inc
+		w[i] -= mom[i]
+	}
+}
+
+// EncodedSize is the length of a Spec's binary encoding.
+const EncodedSize = 2 + 6*8
+
+// AppendBinary appends s's binary encoding (EncodedSize bytes: kind, flags, then the
+// float64 hyperparameters little-endian) to b. It fails when s is not valid.
+func (s Spec) AppendBinary(b []byte) ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return b, err
+	}
+	var flags byte
+	if s.Nesterov {
+		flags |= 1
+	}
+	b = append(b, byte(s.Kind), flags)
+	for _, f := range [...]float64{s.LearningRate, s.Momentum, s.Beta1, s.Beta2, s.Epsilon, s.Rho} {
+		b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+	}
+	return b, nil
+}
+
+// MarshalBinary returns s's binary encoding (see AppendBinary).
+func (s Spec) MarshalBinary() ([]byte, error) {
+	return s.AppendBinary(make([]byte, 0, EncodedSize))
+}
+
+// UnmarshalBinary sets s from the EncodedSize bytes of b that AppendBinary wrote, and
+// validates it: an unknown kind or a bad value is an error wrapping ErrInvalidSpec.
+func (s *Spec) UnmarshalBinary(b []byte) error {
+	if len(b) != EncodedSize {
+		return fmt.Errorf("%w: encoding of %d bytes, want %d", ErrInvalidSpec, len(b), EncodedSize)
+	}
+	if b[1]&^1 != 0 {
+		return fmt.Errorf("%w: unknown flags %#x", ErrInvalidSpec, b[1])
+	}
+	f := func(i int) float64 { return math.Float64frombits(binary.LittleEndian.Uint64(b[2+8*i:])) }
+	d := Spec{Kind: Kind(b[0]), Nesterov: b[1]&1 != 0, LearningRate: f(0), Momentum: f(1),
+		Beta1: f(2), Beta2: f(3), Epsilon: f(4), Rho: f(5)}
+	if err := d.Validate(); err != nil {
+		return err
+	}
+	*s = d
+	return nil
+}

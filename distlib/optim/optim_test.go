@@ -1,0 +1,215 @@
+package optim
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+)
+
+// ref is a straightforward float64 reference of one rule over one weight vector.
+type ref struct {
+	s         Spec
+	w, s1, s2 []float64
+	t         int
+}
+
+func newRef(s Spec, w []float32) *ref {
+	r := &ref{s: s, w: make([]float64, len(w)), s1: make([]float64, len(w)), s2: make([]float64, len(w))}
+	for i, x := range w {
+		r.w[i] = float64(x)
+	}
+	return r
+}
+
+func (r *ref) step(g []float32) {
+	r.t++
+	s := r.s
+	for i := range r.w {
+		gi := float64(g[i])
+		switch s.Kind {
+		case SGD:
+			if s.Momentum == 0 {
+				r.w[i] -= s.LearningRate * gi
+				continue
+			}
+			r.s1[i] = s.Momentum*r.s1[i] - s.LearningRate*gi
+			if s.Nesterov {
+				r.w[i] += s.Momentum*r.s1[i] - s.LearningRate*gi
+			} else {
+				r.w[i] += r.s1[i]
+			}
+		case Adam:
+			r.s1[i] = s.Beta1*r.s1[i] + (1-s.Beta1)*gi
+			r.s2[i] = s.Beta2*r.s2[i] + (1-s.Beta2)*gi*gi
+			alpha := s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, float64(r.t))) / (1 - math.Pow(s.Beta1, float64(r.t)))
+			r.w[i] -= alpha * r.s1[i] / (math.Sqrt(r.s2[i]) + s.Epsilon)
+		case RMSprop:
+			r.s1[i] = s.Rho*r.s1[i] + (1-s.Rho)*gi*gi
+			inc := s.LearningRate * gi / math.Sqrt(r.s1[i]+s.Epsilon)
+			if s.Momentum > 0 {
+				r.s2[i] = s.Momentum*r.s2[i] + inc
+				r.w[i] -= r.s2[i]
+			} else {
+				r.w[i] -= inc
+			}
+		}
+	}
+}
+
+func TestApplyMatchesReference(t *testing.T) {
+	tests := []Spec{
+		NewSGD(0.1, 0, false),
+		NewSGD(0.05, 0.9, false),
+		NewSGD(0.05, 0.9, true),
+		NewAdam(0.01, 0.9, 0.999, 1e-7),
+		NewAdam(0.003, 0.8, 0.99, 1e-4),
+		NewRMSprop(0.01, 0.9, 0, 1e-7),
+		NewRMSprop(0.005, 0.8, 0.5, 1e-6),
+	}
+	// 7 elements: Adam's unrolled loop and its tail both run.
+	w0 := []float32{0.5, -1.25, 2, 0.1, -0.3, 3.5, -2}
+	grads := [][]float32{
+		{0.1, -0.2, 0.3, 1.5, -0.05, 0.7, -1},
+		{-0.3, 0.4, 0.1, 1.2, 0.02, -0.6, -0.8},
+		{0.2, 0.2, -0.5, 0.9, 0.01, 0.4, 0.3},
+		{0.05, -0.1, 0.2, 0.6, -0.04, 0.3, 0.5},
+	}
+	for _, s := range tests {
+		t.Run(s.String(), func(t *testing.T) {
+			if err := s.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			w := append([]float32(nil), w0...)
+			slots := make([][]float32, s.Slots())
+			for k := range slots {
+				slots[k] = make([]float32, len(w))
+			}
+			r := newRef(s, w0)
+			for step, g := range grads {
+				s.Apply(w, g, slots, int64(step+1))
+				r.step(g)
+				for i := range w {
+					want := r.w[i]
+					if d := math.Abs(float64(w[i]) - want); d > 1e-5*math.Max(1, math.Abs(want)) {
+						t.Fatalf("step %d: w[%d] = %v, want %v (float64 reference)", step+1, i, w[i], want)
+					}
+				}
+			}
+			if w[0] == w0[0] {
+				t.Fatalf("Apply did not change the weights")
+			}
+		})
+	}
+}
+
+func TestSlots(t *testing.T) {
+	tests := []struct {
+		s    Spec
+		want int
+	}{
+		{NewSGD(0.1, 0, false), 0},
+		{NewSGD(0.1, 0.9, false), 1},
+		{NewAdam(0.1, 0.9, 0.999, 1e-7), 2},
+		{NewRMSprop(0.1, 0.9, 0, 1e-7), 1},
+		{NewRMSprop(0.1, 0.9, 0.5, 1e-7), 2},
+	}
+	for _, tc := range tests {
+		if got := tc.s.Slots(); got != tc.want {
+			t.Errorf("%v.Slots() = %d, want %d", tc.s, got, tc.want)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name string
+		s    Spec
+		want string // "" for valid
+	}{
+		{"sgd", NewSGD(0.1, 0.9, true), ""},
+		{"zero lr", NewSGD(0, 0, false), ""},
+		{"adam", NewAdam(1e-3, 0.9, 0.999, 1e-7), ""},
+		{"rmsprop", NewRMSprop(1e-3, 0.9, 0.1, 1e-7), ""},
+		{"unknown kind", Spec{Kind: 9, LearningRate: 0.1}, "unknown rule kind 9"},
+		{"no kind", Spec{LearningRate: 0.1}, "unknown rule kind 0"},
+		{"negative lr", NewSGD(-0.1, 0, false), "learning rate -0.1"},
+		{"nan lr", NewAdam(math.NaN(), 0.9, 0.999, 1e-7), "learning rate NaN"},
+		{"inf lr", NewSGD(math.Inf(1), 0, false), "learning rate +Inf"},
+		{"momentum 1", NewSGD(0.1, 1, false), "momentum 1 must be in [0, 1)"},
+		{"beta1", NewAdam(0.1, 1.5, 0.999, 1e-7), "beta1 1.5"},
+		{"beta2", NewAdam(0.1, 0.9, -0.1, 1e-7), "beta2 -0.1"},
+		{"epsilon", NewAdam(0.1, 0.9, 0.999, 0), "epsilon 0 must be finite and > 0"},
+		{"rho", NewRMSprop(0.1, 1, 0, 1e-7), "rho 1"},
+		{"sgd beta1", Spec{Kind: SGD, LearningRate: 0.1, Beta1: 0.9}, "SGD: has no beta1"},
+		{"adam nesterov", Spec{Kind: Adam, LearningRate: 0.1, Beta1: 0.9, Beta2: 0.9, Epsilon: 1e-7, Nesterov: true}, "Adam: has no nesterov"},
+		{"rmsprop beta2", Spec{Kind: RMSprop, LearningRate: 0.1, Rho: 0.9, Epsilon: 1e-7, Beta2: 0.9}, "RMSprop: has no beta2"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.s.Validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("Validate(%+v) = %v, want nil", tc.s, err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate(%+v) = %v, want an ErrInvalidSpec containing %q", tc.s, err, tc.want)
+			}
+			if _, err := tc.s.MarshalBinary(); err == nil {
+				t.Fatalf("MarshalBinary(%+v) = nil error, want one", tc.s)
+			}
+		})
+	}
+}
+
+func TestBinaryRoundTrip(t *testing.T) {
+	for _, s := range []Spec{NewSGD(0.1, 0.9, true), NewAdam(1e-3, 0.8, 0.99, 1e-6), NewRMSprop(0.01, 0.95, 0.3, 1e-7)} {
+		b, err := s.MarshalBinary()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b) != EncodedSize {
+			t.Fatalf("MarshalBinary(%v) has %d bytes, want %d", s, len(b), EncodedSize)
+		}
+		var got Spec
+		if err := got.UnmarshalBinary(b); err != nil {
+			t.Fatalf("UnmarshalBinary(%v) = %v", s, err)
+		}
+		if got != s {
+			t.Fatalf("round trip of %+v = %+v", s, got)
+		}
+	}
+}
+
+func TestUnmarshalBinaryErrors(t *testing.T) {
+	good, _ := NewSGD(0.1, 0, false).MarshalBinary()
+	mod := func(f func(b []byte)) []byte {
+		b := append([]byte(nil), good...)
+		f(b)
+		return b
+	}
+	tests := []struct {
+		name string
+		b    []byte
+		want string
+	}{
+		{"short", good[:10], "encoding of 10 bytes"},
+		{"unknown kind", mod(func(b []byte) { b[0] = 42 }), "unknown rule kind 42"},
+		{"flags", mod(func(b []byte) { b[1] = 6 }), "unknown flags"},
+		{"negative lr", mod(func(b []byte) { b[9] = 0xbf }), "learning rate"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var s Spec
+			err := s.UnmarshalBinary(tc.b)
+			if err == nil || !errors.Is(err, ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("UnmarshalBinary = %v, want an ErrInvalidSpec containing %q", err, tc.want)
+			}
+			if s != (Spec{}) {
+				t.Fatalf("UnmarshalBinary changed the spec on error: %+v", s)
+			}
+		})
+	}
+}
