@@ -6,6 +6,7 @@
 package symbols
 
 import (
+	"context"
 	"go/constant"
 	"go/token"
 	"godist/distlib/keras"
@@ -210,8 +211,8 @@ type _godist_distlib_keras_MeshEngine struct {
 	WBuild           func(ls []layers.Layer, params []keras.MeshParam) error
 	WDeviceVariables func() [][]*tensor.Variable
 	WDevices         func() []string
-	WForward         func(x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
-	WTrainStep       func(step keras.MeshStep) (keras.MeshStepResult, error)
+	WForward         func(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
+	WTrainStep       func(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error)
 	WWeights         func() []*tensor.Tensor
 }
 
@@ -227,11 +228,11 @@ func (W _godist_distlib_keras_MeshEngine) DeviceVariables() [][]*tensor.Variable
 func (W _godist_distlib_keras_MeshEngine) Devices() []string {
 	return W.WDevices()
 }
-func (W _godist_distlib_keras_MeshEngine) Forward(x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error) {
-	return W.WForward(x, training, seed)
+func (W _godist_distlib_keras_MeshEngine) Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error) {
+	return W.WForward(ctx, x, training, seed)
 }
-func (W _godist_distlib_keras_MeshEngine) TrainStep(step keras.MeshStep) (keras.MeshStepResult, error) {
-	return W.WTrainStep(step)
+func (W _godist_distlib_keras_MeshEngine) TrainStep(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error) {
+	return W.WTrainStep(ctx, step)
 }
 func (W _godist_distlib_keras_MeshEngine) Weights() []*tensor.Tensor {
 	return W.WWeights()
