@@ -312,7 +312,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		}
 		sum = out[0]
 	}
-	if op == ReduceMean {
+	if op.isMean() {
 		if count == 0 {
 			return scaleData(sum, 0), nil
 		}
@@ -351,7 +351,7 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	if err != nil {
 		return nil, err
 	}
-	if op == ReduceMean {
+	if op.isMean() {
 		for i, t := range global {
 			global[i] = scaleData(t, 1/float32(b.NumReplicasInSync()))
 		}
