@@ -2,11 +2,14 @@
 # Installs the Debian packages godist needs on a fresh machine: Jupyter (client, nbconvert,
 # nbclient, console, notebook, the kernel conformance suite, ipykernel as the kernel
 # benchmark's peer), OpenBLAS, Slurm and munge for the cluster tests, iproute2 for
-# network-namespace tests, and PyTorch for the peer benchmarks.
+# network-namespace tests, PyTorch for the peer benchmarks, and the full Fashion-MNIST
+# (dataset-fashion-mnist: the IDX files in /usr/share/datasets/fashion-mnist, where
+# datasets.LoadFashionMNIST looks by default).
 # It installs only what is missing and is safe to run again.
 set -euo pipefail
 pkgs=(jupyter-client jupyter-nbconvert python3-nbclient jupyter-console jupyter-notebook
-      python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 python3-torch)
+      python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 python3-torch
+      dataset-fashion-mnist)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

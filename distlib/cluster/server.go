@@ -37,17 +37,24 @@ type ServerOptions struct {
 	BindAll bool
 }
 
-// Server is this task's endpoint in the cluster (tf.distribute.Server): a gRPC transport
-// whose ranks are the cluster's Tasks (chief, workers, ps).
+// Server is this task's endpoint in the cluster (tf.distribute.Server): for a ps task, the
+// parameter server's variable store (what ParameterServerStrategy's workers and coordinator
+// call); for the other tasks, a gRPC transport whose ranks are the cluster's Tasks (chief,
+// workers, ps).
 type Server struct {
 	spec ClusterSpec
 	task Task
 	rank int
 	tr   *transport.GRPC
+	ps   *transport.PSServer
 }
 
-// NewServer starts the endpoint of the task r names. It fails for a resolver without a
-// cluster, for the evaluator (which takes no part in the transport) and without a token.
+// NewServer starts the endpoint of the task r names, like tf.distribute.Server(cluster_spec,
+// job_name, task_index). A ps task serves its variable store on its cluster address (as
+// distribute.ServeParameterServer does), so that an in-process cluster made of servers
+// (TensorFlow's create_in_process_cluster) serves ParameterServerStrategy. It fails for a
+// resolver without a cluster, for the evaluator (which takes no part in the transport) and
+// without a token.
 func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 	spec := r.ClusterSpec()
 	task := Task{r.TaskType(), r.TaskID()}
@@ -68,6 +75,9 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 			return nil, err
 		}
 	}
+	if task.Type == PS {
+		return newPSServer(spec, task, rank, token, opts)
+	}
 	tasks := spec.Tasks()
 	addrs := make([]string, len(tasks))
 	for i, t := range tasks {
@@ -81,7 +91,35 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 	return &Server{spec: spec, task: task, rank: rank, tr: tr}, nil
 }
 
-// Transport returns the endpoint; its ranks follow ClusterSpec.Tasks.
+// newPSServer serves the variable store of ps task on its cluster address.
+func newPSServer(spec ClusterSpec, task Task, rank int, token string, opts ServerOptions) (*Server, error) {
+	lis := opts.Listener
+	if lis == nil {
+		addr, err := spec.TaskAddress(task.Type, task.Index)
+		if err != nil {
+			return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
+		}
+		if opts.BindAll || BindAllFromEnv() {
+			_, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, fmt.Errorf("cluster: server for task %s: address %q: %w", task, addr, err)
+			}
+			addr = ":" + port
+		}
+		if lis, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
+		}
+	}
+	ps, err := transport.NewPSServer(lis, transport.PSServerOptions{Token: token, Task: task.Index})
+	if err != nil {
+		lis.Close()
+		return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
+	}
+	return &Server{spec: spec, task: task, rank: rank, ps: ps}, nil
+}
+
+// Transport returns the endpoint; its ranks follow ClusterSpec.Tasks. It is nil for a ps
+// task, whose server is its variable store.
 func (s *Server) Transport() *transport.GRPC { return s.tr }
 
 // Rank returns this task's rank in the transport.
@@ -93,5 +131,18 @@ func (s *Server) Task() Task { return s.task }
 // ClusterSpec returns the cluster.
 func (s *Server) ClusterSpec() ClusterSpec { return s.spec }
 
+// Addr returns the address the server listens on.
+func (s *Server) Addr() net.Addr {
+	if s.ps != nil {
+		return s.ps.Addr()
+	}
+	return s.tr.Addr()
+}
+
 // Close stops the endpoint.
-func (s *Server) Close() error { return s.tr.Close() }
+func (s *Server) Close() error {
+	if s.ps != nil {
+		return s.ps.Close()
+	}
+	return s.tr.Close()
+}

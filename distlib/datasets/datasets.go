@@ -14,17 +14,30 @@
 // MNIST and FashionMNIST return data.Datasets of (image, label) elements; LoadMNIST and
 // LoadFashionMNIST return the arrays.
 //
-// Where the files come from, in order:
+// Where the files come from, in order (as tensorflow_datasets: an explicit directory, then
+// the data directories, then a download):
 //
 //  1. the directory given with Dir (or MNISTFromDir); only there when given;
 //  2. the directory named by the GODIST_DATA_DIR environment variable;
-//  3. the cache directory (CacheDir, default ~/.cache/godist/datasets/<name>);
-//  4. a download from the usual public mirrors into the cache directory, each file checked
+//  3. the system dataset directories, /usr/local/share/datasets and /usr/share/datasets
+//     (Debian's dataset-fashion-mnist package puts the full Fashion-MNIST, 60,000 training
+//     and 10,000 test images, in /usr/share/datasets/fashion-mnist; installer/deps.sh
+//     installs it);
+//  4. the cache directory (CacheDir, default ~/.cache/godist/datasets/<name>);
+//  5. a download from the usual public mirrors into the cache directory, each file checked
 //     against its published SHA-256 sum (NoDownload turns this off).
 //
 // A directory is searched for the four files (train-images-idx3-ubyte, train-labels-idx1-ubyte,
 // t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte, each raw or with .gz) directly and in its
 // subdirectory named after the dataset ("mnist", "fashion_mnist" or "fashion-mnist").
+//
+// A loader never returns another dataset: every file, wherever it is found, is identified by
+// the size and SHA-256 sum of its IDX bytes (decompressed, so any gzip of the published file
+// is recognized). A known file of another dataset (MNIST's files in GODIST_DATA_DIR when
+// Fashion-MNIST is asked for) makes the loader pass over that location and go on searching;
+// if nothing is found the error says where it looked and how to get the data. A file that is
+// no known file of the dataset (a subset, a variant, a corrupt copy) is an error
+// (ErrUnverified) unless Unverified() is given.
 //
 // Test set only: when a directory holds the t10k files but not the train files (the
 // course machines ship only the 10,000-image MNIST test set), the test set is split: its
@@ -34,6 +47,7 @@ package datasets
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -65,9 +79,13 @@ type Arrays struct {
 	// Labels has shape [N], float32 class ids.
 	Labels *tensor.Tensor
 	// Source describes where the examples came from, e.g.
-	// "/data/mnist/t10k-images-idx3-ubyte.gz[0:8000]".
+	// "/data/mnist/t10k-images-idx3-ubyte.gz[0:8000]"; it ends in " (unverified)" when the
+	// files are no known files of the dataset (see Unverified).
 	Source string
 }
+
+// unverifiedNote ends the Source of arrays read from files no known file of the dataset.
+const unverifiedNote = " (unverified)"
 
 // Len returns the number of examples.
 func (a *Arrays) Len() int { return a.Labels.Shape()[0] }
@@ -86,7 +104,11 @@ func (a *Arrays) Slice(from, to int) *Arrays {
 	per := shape[1] * shape[2] * shape[3]
 	img := tensor.MustNew(append([]int{to - from}, shape[1:]...), a.Images.Data()[from*per:to*per])
 	lab := tensor.MustNew([]int{to - from}, a.Labels.Data()[from:to])
-	return &Arrays{Images: img, Labels: lab, Source: fmt.Sprintf("%s[%d:%d]", a.Source, from, to)}
+	src, note := a.Source, ""
+	if base, ok := strings.CutSuffix(src, unverifiedNote); ok {
+		src, note = base, unverifiedNote
+	}
+	return &Arrays{Images: img, Labels: lab, Source: fmt.Sprintf("%s[%d:%d]%s", src, from, to, note)}
 }
 
 // String describes the arrays: "Arrays(images=(8000, 28, 28, 1), labels=(8000,), source=...)".
@@ -99,14 +121,16 @@ func (a *Arrays) String() string {
 type Option interface{ apply(*config) }
 
 type config struct {
-	dir       string
-	split     int
-	cacheDir  string
-	mirrors   []string
-	client    *http.Client
-	noDL      bool
-	ctx       context.Context
-	envLookup func(string) string
+	dir        string
+	split      int
+	cacheDir   string
+	mirrors    []string
+	client     *http.Client
+	noDL       bool
+	ctx        context.Context
+	envLookup  func(string) string
+	systemDirs []string
+	unverified bool
 }
 
 type optionFunc func(*config)
@@ -134,6 +158,11 @@ func Mirrors(baseURLs ...string) Option {
 // HTTPClient sets the client used for downloads (default: one with a 5-minute timeout).
 func HTTPClient(client *http.Client) Option { return optionFunc(func(c *config) { c.client = client }) }
 
+// Unverified makes a loader accept files that are no known file of the dataset (your own
+// subset or variant of it); their Source says "(unverified)". Known files of another dataset
+// are refused all the same.
+func Unverified() Option { return optionFunc(func(c *config) { c.unverified = true }) }
+
 // NoDownload makes a loader fail instead of downloading when no local copy exists.
 func NoDownload() Option { return optionFunc(func(c *config) { c.noDL = true }) }
 
@@ -142,8 +171,11 @@ func Context(ctx context.Context) Option { return optionFunc(func(c *config) { c
 
 // spec describes one dataset: its files, where to download them and their SHA-256 sums.
 type spec struct {
-	name       string   // "mnist"
-	subdirs    []string // subdirectory names searched in a data directory
+	name       string              // "mnist"
+	title      string              // "MNIST", in messages
+	howTo      string              // how to get the files, in messages
+	files      map[string][]fileID // the known IDX files by base name
+	subdirs    []string            // subdirectory names searched in a data directory
 	mirrors    []string
 	sha256     map[string]string // by .gz file name
 	numClasses int
@@ -158,7 +190,11 @@ const (
 )
 
 var mnistSpec = &spec{
-	name:    "mnist",
+	name:  "mnist",
+	title: "MNIST",
+	howTo: "copy the four IDX files (train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, t10k-images-idx3-ubyte.gz, " +
+		"t10k-labels-idx1-ubyte.gz) from an MNIST mirror into a directory and set GODIST_DATA_DIR to it or pass datasets.Dir(path)",
+	files:   mnistFiles,
 	subdirs: []string{"mnist", "MNIST"},
 	mirrors: []string{
 		"https://storage.googleapis.com/cvdf-datasets/mnist",
@@ -175,7 +211,12 @@ var mnistSpec = &spec{
 }
 
 var fashionSpec = &spec{
-	name:    "fashion_mnist",
+	name:  "fashion_mnist",
+	title: "Fashion-MNIST",
+	howTo: "install Debian's dataset-fashion-mnist (apt-get install dataset-fashion-mnist, or installer/deps.sh), which puts " +
+		"them in /usr/share/datasets/fashion-mnist, or copy the four IDX files of Fashion-MNIST into a directory and set " +
+		"GODIST_DATA_DIR to it or pass datasets.Dir(path)",
+	files:   fashionFiles,
 	subdirs: []string{"fashion_mnist", "fashion-mnist", "FashionMNIST"},
 	mirrors: []string{
 		"https://storage.googleapis.com/tensorflow/tf-keras-datasets",
@@ -278,8 +319,11 @@ func scanDir(s *spec, dir string) (fileSet, []string) {
 	return first, seen
 }
 
+// systemDataDirs are the system dataset directories, searched after GODIST_DATA_DIR.
+var systemDataDirs = []string{"/usr/local/share/datasets", "/usr/share/datasets"}
+
 func load(s *spec, opts []Option) (train, test *Arrays, err error) {
-	cfg := config{split: -1, ctx: context.Background(), envLookup: os.Getenv}
+	cfg := config{split: -1, ctx: context.Background(), envLookup: os.Getenv, systemDirs: systemDataDirs}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -287,15 +331,37 @@ func load(s *spec, opts []Option) (train, test *Arrays, err error) {
 	}
 	if cfg.dir != "" {
 		fs, seen := scanDir(s, cfg.dir)
-		return loadFrom(s, fs, seen, cfg)
-	}
-	var searched []string
-	if env := cfg.envLookup(DataDirEnv); env != "" {
-		fs, seen := scanDir(s, env)
-		if fs.has(testImages, testLabels) {
-			return loadFrom(s, fs, seen, cfg)
+		train, test, err := loadFrom(s, fs, seen, cfg)
+		if errors.Is(err, ErrOtherDataset) {
+			return nil, nil, fmt.Errorf("%w; to get %s: %s", err, s.title, s.howTo)
 		}
-		searched = append(searched, fmt.Sprintf("%s=%s (found %s)", DataDirEnv, env, listing(seen)))
+		return train, test, err
+	}
+	// searched lists the locations passed over, for the error when nothing is found.
+	var searched []string
+	// try loads from dir when it holds the test files; done reports whether to stop there.
+	try := func(what, dir string) (done bool, train, test *Arrays, err error) {
+		fs, seen := scanDir(s, dir)
+		if !fs.has(testImages, testLabels) {
+			searched = append(searched, fmt.Sprintf("%s (found %s)", what, listing(seen)))
+			return false, nil, nil, nil
+		}
+		train, test, err = loadFrom(s, fs, seen, cfg)
+		if errors.Is(err, ErrOtherDataset) {
+			searched = append(searched, fmt.Sprintf("%s (passed over: %v)", what, err))
+			return false, nil, nil, nil
+		}
+		return true, train, test, err
+	}
+	if env := cfg.envLookup(DataDirEnv); env != "" {
+		if done, train, test, err := try(DataDirEnv+"="+env, env); done {
+			return train, test, err
+		}
+	}
+	for _, dir := range cfg.systemDirs {
+		if done, train, test, err := try("system directory "+dir, dir); done {
+			return train, test, err
+		}
 	}
 	cache := cfg.cacheDir
 	if cache == "" {
@@ -309,16 +375,14 @@ func load(s *spec, opts []Option) (train, test *Arrays, err error) {
 	if fs.has(trainImages, trainLabels, testImages, testLabels) && verifyCached(s, fs) == nil {
 		return loadFrom(s, fs, seen, cfg)
 	}
+	searched = append(searched, fmt.Sprintf("cache %s (found %s)", cache, listing(seen)))
 	if cfg.noDL {
-		searched = append(searched, fmt.Sprintf("cache %s (found %s)", cache, listing(seen)))
-		return nil, nil, fmt.Errorf("datasets: %s not found and downloads are off; searched %s; pass Dir(path) or set %s",
-			s.name, strings.Join(searched, "; "), DataDirEnv)
+		return nil, nil, fmt.Errorf("datasets: %s not found and downloads are off; searched %s; to get %s: %s",
+			s.name, strings.Join(searched, "; "), s.title, s.howTo)
 	}
 	if err := download(cfg, s, cache); err != nil {
-		if len(searched) > 0 {
-			return nil, nil, fmt.Errorf("%w (also searched %s)", err, strings.Join(searched, "; "))
-		}
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%w; %s not found elsewhere: searched %s; to get %s: %s",
+			err, s.name, strings.Join(searched, "; "), s.title, s.howTo)
 	}
 	fs, seen = scanDir(s, cache)
 	return loadFrom(s, fs, seen, cfg)
@@ -353,12 +417,12 @@ func loadFrom(s *spec, fs fileSet, seen []string, cfg config) (train, test *Arra
 	if hasTrainImages != hasTrainLabels {
 		return nil, nil, missing(trainImages, trainLabels)
 	}
-	test, err = readPair(s, fs.paths[testImages], fs.paths[testLabels])
+	test, err = readPair(s, fs, testImages, testLabels, cfg.unverified)
 	if err != nil {
 		return nil, nil, err
 	}
 	if hasTrainImages {
-		train, err = readPair(s, fs.paths[trainImages], fs.paths[trainLabels])
+		train, err = readPair(s, fs, trainImages, trainLabels, cfg.unverified)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -378,18 +442,21 @@ func loadFrom(s *spec, fs fileSet, seen []string, cfg config) (train, test *Arra
 	return test.Slice(0, n), test.Slice(n, test.Len()), nil
 }
 
-// readPair reads an images file and a labels file and checks that they fit together.
-func readPair(s *spec, imagesPath, labelsPath string) (*Arrays, error) {
-	idims, ivals, err := readIDXFile(imagesPath, ImagesMagic)
+// readPair reads the images file and the labels file of fs and checks that they fit
+// together. The labels are read first: they are small, and identify a file of another
+// dataset as well as the images do.
+func readPair(s *spec, fs fileSet, imagesName, labelsName string, unverified bool) (*Arrays, error) {
+	imagesPath, labelsPath := fs.paths[imagesName], fs.paths[labelsName]
+	ldims, lvals, lnote, err := readIDXFile(s, labelsName, labelsPath, LabelsMagic, unverified)
+	if err != nil {
+		return nil, err
+	}
+	idims, ivals, inote, err := readIDXFile(s, imagesName, imagesPath, ImagesMagic, unverified)
 	if err != nil {
 		return nil, err
 	}
 	if idims[1] != s.rows || idims[2] != s.cols {
 		return nil, fmt.Errorf("%w: %s: images are %dx%d, %s images are %dx%d", ErrFormat, imagesPath, idims[1], idims[2], s.name, s.rows, s.cols)
-	}
-	ldims, lvals, err := readIDXFile(labelsPath, LabelsMagic)
-	if err != nil {
-		return nil, err
 	}
 	if idims[0] != ldims[0] {
 		return nil, fmt.Errorf("%w: %s holds %d images but %s holds %d labels", ErrFormat, imagesPath, idims[0], labelsPath, ldims[0])
@@ -413,5 +480,9 @@ func readPair(s *spec, imagesPath, labelsPath string) (*Arrays, error) {
 	if err != nil {
 		return nil, fmt.Errorf("datasets: %s: %w", labelsPath, err)
 	}
-	return &Arrays{Images: img, Labels: lab, Source: imagesPath}, nil
+	source := imagesPath
+	if inote == "unverified" || lnote == "unverified" {
+		source += unverifiedNote
+	}
+	return &Arrays{Images: img, Labels: lab, Source: source}, nil
 }

@@ -87,11 +87,14 @@ func writeSet(t *testing.T, dir string, nTrain, nTest int, compress bool) {
 
 func noEnv(string) string { return "" }
 
+// noSystemDirs makes a loader skip the system dataset directories.
+var noSystemDirs = optionFunc(func(c *config) { c.systemDirs = nil })
+
 func TestLoadFromDir(t *testing.T) {
 	for _, compress := range []bool{false, true} {
 		dir := t.TempDir()
 		writeSet(t, dir, 12, 5, compress)
-		train, test, err := LoadMNIST(Dir(dir))
+		train, test, err := LoadMNIST(Dir(dir), Unverified())
 		if err != nil {
 			t.Fatalf("compress=%v: LoadMNIST: %v", compress, err)
 		}
@@ -120,7 +123,7 @@ func TestSubdirAndEnv(t *testing.T) {
 	root := t.TempDir()
 	writeSet(t, filepath.Join(root, "mnist"), 0, 10, true)
 	t.Setenv(DataDirEnv, root)
-	train, test, err := LoadMNIST(CacheDir(t.TempDir()), NoDownload())
+	train, test, err := LoadMNIST(CacheDir(t.TempDir()), NoDownload(), Unverified())
 	if err != nil {
 		t.Fatalf("LoadMNIST with %s=%s: %v", DataDirEnv, root, err)
 	}
@@ -147,7 +150,7 @@ func TestSplit(t *testing.T) {
 		{[]Option{Split(0)}, 0, 0, 0, "Split(0)"},
 	}
 	for _, tt := range tests {
-		train, test, err := LoadMNIST(append([]Option{Dir(dir)}, tt.opts...)...)
+		train, test, err := LoadMNIST(append([]Option{Dir(dir), Unverified()}, tt.opts...)...)
 		if tt.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("LoadMNIST(%s) error = %v, want %q", tt.wantErr, err, tt.wantErr)
@@ -168,7 +171,7 @@ func TestSplit(t *testing.T) {
 		}
 	}
 	// MNISTFromDir returns datasets of (image, label) with the image shape (28, 28, 1).
-	tr, _ := MNISTFromDir(dir, Split(5))
+	tr, _ := MNISTFromDir(dir, Split(5), Unverified())
 	if got := tr.String(); !strings.Contains(got, "shape=(28, 28, 1)") {
 		t.Errorf("MNISTFromDir train = %s", got)
 	}
@@ -220,7 +223,7 @@ func TestLoadErrors(t *testing.T) {
 			for name, b := range tt.files {
 				write(t, dir, name, b)
 			}
-			_, _, err := LoadMNIST(Dir(dir))
+			_, _, err := LoadMNIST(Dir(dir), Unverified())
 			if err == nil {
 				t.Fatal("LoadMNIST succeeded, want an error")
 			}
@@ -268,6 +271,11 @@ func testSpec(t *testing.T) (*spec, map[string][]byte) {
 	for n, b := range files {
 		sum := sha256.Sum256(b)
 		s.sha256[n] = hex.EncodeToString(sum[:])
+	}
+	s.files = map[string][]fileID{}
+	for n, b := range map[string][]byte{trainImages: trIm, trainLabels: trLb, testImages: teIm, testLabels: teLb} {
+		sum := sha256.Sum256(b)
+		s.files[n] = []fileID{{size: len(b), sha256: hex.EncodeToString(sum[:])}}
 	}
 	return &s, files
 }
@@ -343,7 +351,7 @@ func TestDownloadCancelled(t *testing.T) {
 func TestNoDownload(t *testing.T) {
 	t.Setenv(DataDirEnv, t.TempDir())
 	cache := t.TempDir()
-	_, _, err := LoadFashionMNIST(CacheDir(cache), NoDownload())
+	_, _, err := LoadFashionMNIST(CacheDir(cache), NoDownload(), noSystemDirs)
 	if err == nil || !strings.Contains(err.Error(), "downloads are off") || !strings.Contains(err.Error(), cache) || !strings.Contains(err.Error(), DataDirEnv) {
 		t.Fatalf("error = %v, want one naming the searched places", err)
 	}

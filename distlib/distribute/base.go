@@ -312,7 +312,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		}
 		sum = out[0]
 	}
-	if op == ReduceMean {
+	if op.isMean() {
 		if count == 0 {
 			return scaleData(sum, 0), nil
 		}
@@ -351,7 +351,7 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	if err != nil {
 		return nil, err
 	}
-	if op == ReduceMean {
+	if op.isMean() {
 		for i, t := range global {
 			global[i] = scaleData(t, 1/float32(b.NumReplicasInSync()))
 		}
@@ -408,6 +408,17 @@ func resolveDevices(specs []string) []string {
 	if len(specs) == 0 {
 		panic(&DeviceError{Device: "", Reason: "no devices given; pass at least one, e.g. \"/CPU:0\""})
 	}
+	// Check every device before touching the device configuration: listing logical devices
+	// initializes them, and a strategy that fails (MirroredStrategy on "/gpu:0" without
+	// GPUs) must leave the devices configurable, so that the setup cell can be fixed and run
+	// again (device.SetLogicalDeviceConfiguration after it still works).
+	if !device.IsInitialized() {
+		for _, spec := range specs {
+			if err := checkDeviceUninitialized(spec); err != nil {
+				panic(err)
+			}
+		}
+	}
 	seen := map[string]bool{}
 	out := make([]string, 0, len(specs))
 	for _, spec := range specs {
@@ -448,6 +459,46 @@ func resolveDevice(spec string) (string, error) {
 	}
 	return "", &DeviceError{Device: spec, Reason: fmt.Sprintf("is not visible; the logical devices are [%s]; %s",
 		strings.Join(names, ", "), hint)}
+}
+
+// checkDeviceUninitialized checks that spec names a logical device the current device
+// configuration will create, without initializing the devices.
+func checkDeviceUninitialized(spec string) error {
+	typ, idx, err := device.Canonical(spec)
+	if err != nil {
+		return &DeviceError{Device: spec, Reason: err.Error()}
+	}
+	if idx < 0 {
+		return &DeviceError{Device: spec, Reason: "empty device name; write e.g. \"/CPU:0\" or \"/GPU:0\""}
+	}
+	count := map[string]int{}
+	var kinds []string
+	for _, pd := range device.GetVisibleDevices("") {
+		cfg, err := device.GetLogicalDeviceConfiguration(pd)
+		if err != nil {
+			return nil // let resolveDevice report it
+		}
+		if count[pd.DeviceType] == 0 {
+			kinds = append(kinds, pd.DeviceType)
+		}
+		count[pd.DeviceType] += max(1, len(cfg))
+	}
+	if idx < count[typ] {
+		return nil
+	}
+	var names []string
+	for _, k := range kinds {
+		for i := 0; i < count[k]; i++ {
+			names = append(names, fmt.Sprintf("%s%s:%d", device.LocalPrefix, k, i))
+		}
+	}
+	sort.Strings(names)
+	hint := "list them with device.ListLogicalDevices(\"\")"
+	if typ == device.CPU {
+		hint = "split the CPU into logical devices first with device.SetLogicalDeviceConfiguration"
+	}
+	return &DeviceError{Device: spec, Reason: fmt.Sprintf("is not visible; the logical devices are [%s]; %s "+
+		"(the device configuration is unchanged and can still be set)", strings.Join(names, ", "), hint)}
 }
 
 // defaultDevices returns all logical GPUs, or else all logical CPUs.

@@ -131,7 +131,7 @@ func (h *HierarchicalCopyAllReduce) BatchAllReduce(op ReduceOp, perReplica [][]*
 		out[r] = make([]*tensor.Tensor, m)
 	}
 	scale := float32(1)
-	if op == ReduceMean {
+	if op.isMean() {
 		scale = 1 / float32(n)
 	}
 	for i := 0; i < m; i++ {
@@ -299,7 +299,7 @@ func reduceBroadcast(op ReduceOp, perReplica [][]*tensor.Tensor, devices []strin
 		out[r] = make([]*tensor.Tensor, m)
 	}
 	scale := float32(1)
-	if op == ReduceMean {
+	if op.isMean() {
 		scale = 1 / float32(n)
 	}
 	for i := 0; i < m; i++ {

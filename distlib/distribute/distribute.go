@@ -33,6 +33,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -114,31 +115,44 @@ type Strategy interface {
 }
 
 // ReduceOp says how values from several replicas are combined, like tf.distribute.ReduceOp.
-type ReduceOp int
+// Its values are TensorFlow's names, so TF's spelling translates as it is:
+// strategy.Reduce("SUM", v, -1) is strategy.Reduce(distribute.ReduceSum, v, -1). As in
+// tf.distribute, the case does not matter ("sum", "mean").
+type ReduceOp string
 
 const (
 	// ReduceSum adds the values.
-	ReduceSum ReduceOp = iota
+	ReduceSum ReduceOp = "SUM"
 	// ReduceMean averages the values.
-	ReduceMean
+	ReduceMean ReduceOp = "MEAN"
 )
 
-// String returns "SUM" or "MEAN", TensorFlow's names.
+// String returns "SUM" or "MEAN", TensorFlow's names, or ReduceOp("...") for another value.
 func (op ReduceOp) String() string {
-	switch op {
-	case ReduceSum:
-		return "SUM"
-	case ReduceMean:
-		return "MEAN"
+	if c, err := op.canonical(); err == nil {
+		return string(c)
 	}
-	return fmt.Sprintf("ReduceOp(%d)", int(op))
+	return fmt.Sprintf("ReduceOp(%q)", string(op))
+}
+
+// canonical returns ReduceSum or ReduceMean for any spelling of them.
+func (op ReduceOp) canonical() (ReduceOp, error) {
+	switch c := ReduceOp(strings.ToUpper(strings.TrimSpace(string(op)))); c {
+	case ReduceSum, ReduceMean:
+		return c, nil
+	}
+	return "", fmt.Errorf("%w: %q (write \"SUM\" or \"MEAN\", or distribute.ReduceSum or distribute.ReduceMean)", ErrReduceOp, string(op))
 }
 
 func (op ReduceOp) check() error {
-	if op != ReduceSum && op != ReduceMean {
-		return fmt.Errorf("%w: %v (use distribute.ReduceSum or distribute.ReduceMean)", ErrReduceOp, op)
-	}
-	return nil
+	_, err := op.canonical()
+	return err
+}
+
+// isMean reports whether op is any spelling of ReduceMean.
+func (op ReduceOp) isMean() bool {
+	c, _ := op.canonical()
+	return c == ReduceMean
 }
 
 // Errors callers can test with errors.Is.

@@ -328,7 +328,7 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 		buf = append(buf, t.Data()...)
 	}
 	cop := collective.Sum
-	if op == ReduceMean {
+	if op.isMean() {
 		cop = collective.Mean
 	}
 	if err := s.collective(ctx, "allreduce", func(ctx context.Context, opts []collective.Option) error {

@@ -48,6 +48,10 @@ func (c *ReplicaContext) AllReduce(op ReduceOp, t *tensor.Tensor) *tensor.Tensor
 
 // AllReduceList is AllReduce of several tensors in one collective call.
 func (c *ReplicaContext) AllReduceList(op ReduceOp, ts []*tensor.Tensor) []*tensor.Tensor {
+	op, err := op.canonical()
+	if err != nil {
+		panic(err)
+	}
 	out, err := c.group.allReduce(c.replica, op, ts)
 	if err != nil {
 		panic(err)

@@ -220,7 +220,7 @@ func TestRunAndReduce(t *testing.T) {
 		t.Errorf("Reduce(SUM, uneven, 0) = %v, want [9 12]", got.Data())
 	}
 	wantPanic(t, "Reduce of 1 value with 2 replicas", ErrReplicas, "1 values", func() { s.Reduce(ReduceSum, NewPerReplica(vec(1)), -1) })
-	wantPanic(t, "Reduce with a bad op", ErrReduceOp, "", func() { s.Reduce(ReduceOp(7), res, -1) })
+	wantPanic(t, "Reduce with a bad op", ErrReduceOp, "", func() { s.Reduce(ReduceOp("MAX"), res, -1) })
 	wantPanic(t, "Reduce axis out of range", tensor.ErrShape, "axis 3", func() { s.Reduce(ReduceSum, res, 3) })
 }
 
@@ -355,9 +355,9 @@ func TestComputeAverageLoss(t *testing.T) {
 }
 
 func TestReduceOpString(t *testing.T) {
-	for op, want := range map[ReduceOp]string{ReduceSum: "SUM", ReduceMean: "MEAN", ReduceOp(5): "ReduceOp(5)"} {
+	for op, want := range map[ReduceOp]string{ReduceSum: "SUM", ReduceMean: "MEAN", "mean": "MEAN", ReduceOp("MAX"): `ReduceOp("MAX")`} {
 		if got := op.String(); got != want {
-			t.Errorf("ReduceOp(%d).String() = %q, want %q", int(op), got, want)
+			t.Errorf("ReduceOp(%q).String() = %q, want %q", string(op), got, want)
 		}
 	}
 }

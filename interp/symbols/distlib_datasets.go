@@ -23,6 +23,8 @@ func init() {
 		"EncodeIDX":              reflect.ValueOf(datasets.EncodeIDX),
 		"ErrChecksum":            reflect.ValueOf(&datasets.ErrChecksum).Elem(),
 		"ErrFormat":              reflect.ValueOf(&datasets.ErrFormat).Elem(),
+		"ErrOtherDataset":        reflect.ValueOf(&datasets.ErrOtherDataset).Elem(),
+		"ErrUnverified":          reflect.ValueOf(&datasets.ErrUnverified).Elem(),
 		"FashionMNIST":           reflect.ValueOf(datasets.FashionMNIST),
 		"FashionMNISTClassNames": reflect.ValueOf(&datasets.FashionMNISTClassNames).Elem(),
 		"HTTPClient":             reflect.ValueOf(datasets.HTTPClient),
@@ -36,6 +38,7 @@ func init() {
 		"NoDownload":             reflect.ValueOf(datasets.NoDownload),
 		"ReadIDX":                reflect.ValueOf(datasets.ReadIDX),
 		"Split":                  reflect.ValueOf(datasets.Split),
+		"Unverified":             reflect.ValueOf(datasets.Unverified),
 
 		// type definitions
 		"Arrays": reflect.ValueOf((*datasets.Arrays)(nil)),
