@@ -210,10 +210,6 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 	rows, kc := g.n*g.oh*g.ow, g.kh*g.kw*g.c
 	threads := threadsFor(dev)
 	chunk := convChunkRows(kc, o)
-	beta := float32(0)
-	if b != nil {
-		beta = 1
-	}
 	if rows > 0 && o > 0 {
 		runRanges(convRanges(threads, rows, chunk), func(_, r0, r1 int) {
 			cb := getBuf(chunk * kc)
@@ -221,13 +217,24 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 			for c0 := r0; c0 < r1; c0 += chunk {
 				c1 := min(c0+chunk, r1)
 				dst := out.data[c0*o : c1*o]
-				if b != nil {
-					fillRows(dst, b.data)
-				}
 				im2colRows(x.data, g, c0, c1, *cb)
-				sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, beta, dst, o)
-				if relu {
-					reluTo(dst, dst)
+				switch {
+				case b != nil && relu:
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 0, dst, o)
+					if !convPasses.addRowsRelu(dst, b.data) {
+						for r := 0; r < len(dst); r += o {
+							addTo(dst[r:r+o], b.data)
+						}
+						convPasses.relu(dst, dst)
+					}
+				case b != nil:
+					fillRows(dst, b.data)
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 1, dst, o)
+				default:
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 0, dst, o)
+					if relu {
+						convPasses.relu(dst, dst)
+					}
 				}
 			}
 		})
@@ -283,7 +290,7 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 				nr := c1 - c0
 				gz := gr.data[c0*o : c1*o]
 				if relu {
-					reluGrad((*gzBuf)[:nr*o], gz, out.data[c0*o:c1*o])
+					convPasses.reluGrad((*gzBuf)[:nr*o], gz, out.data[c0*o:c1*o])
 					gz = (*gzBuf)[:nr*o]
 				}
 				if needK {
@@ -291,7 +298,7 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 					sgemm(1, true, false, kc, o, nr, 1, *cb, kc, gz, o, 1, gks[i], o)
 				}
 				if needB {
-					sumRows(gz, o, gbs[i])
+					convPasses.sumRows(gz, gbs[i])
 				}
 				if needX {
 					sgemm(1, false, true, nr, kc, o, 1, gz, o, k.data, o, 0, *cb, kc)
@@ -310,6 +317,30 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 		return res
 	}, ins...)
 }
+
+// chunkPasses are FusedConv2D's element-wise passes over a chunk of o-long rows.
+type chunkPasses struct {
+	name string
+	// addRowsRelu sets each row of dst to relu(row + bias) and reports whether it did (it
+	// may decline a row length it has no loop for).
+	addRowsRelu func(dst, bias []float32) bool
+	relu        func(dst, src []float32)  // dst = relu(src), as reluTo
+	reluGrad    func(dst, g, y []float32) // as reluGrad
+	sumRows     func(g, dst []float32)    // dst += sum of the len(dst)-long rows of g
+}
+
+// goPasses are the passes in Go; convPasses is the set in use (conv_amd64.go picks AVX-512
+// loops when the CPU has them).
+var (
+	goPasses = chunkPasses{
+		name:        "go",
+		addRowsRelu: func(dst, bias []float32) bool { return false },
+		relu:        reluTo,
+		reluGrad:    reluGrad,
+		sumRows:     func(g, dst []float32) { sumRows(g, len(dst), dst) },
+	}
+	convPasses = goPasses
+)
 
 // convChunkRows is how many output positions (rows of the im2col matrix) FusedConv2D
 // handles at a time: a chunk's patches and output rows take about 256 KiB, so they stay in
