@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs every benchmark suite under bench/*/run.sh, each printing godist's figure, the peer's
-# figure measured in the same run, and the ratio. Results go to bench/out/.
+# figure measured in the same run, and the ratio. Results go to bench/out/. bench/limits runs
+# first: what one core allows (fp32 FMA peak, memory and loopback TCP bandwidth) in this run.
 set -uo pipefail
 cd "$(dirname "$0")"
 mkdir -p out
 status=0
-for s in */run.sh; do
+for s in limits/run.sh $(ls */run.sh | grep -v '^limits/'); do
   echo "=== bench/$s"
   bash "$s" 2>&1 | tee "out/$(dirname "$s").log" || status=1
 done

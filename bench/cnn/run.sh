@@ -8,19 +8,30 @@
 # often oversubscribed, each round also runs bench/cnn/peer_cpu.py (the same PyTorch step)
 # to compare samples per second of each process's own CPU time, the steadier figure.
 # Uses OpenBLAS when cblas.h exists (as the Makefile does); TAGS= (empty) forces the Go kernels.
+# When TAGS is set, each round also runs the same bench built without tags (the Go kernels:
+# AVX-512 or AVX2 assembly as the CPU allows), so both builds are measured in the same run.
+# Each round also measures the core's fp32 peak (bench/limits, AVX2 and AVX-512 FMA loops,
+# per thread CPU-second) and the step's GFLOP/s (2.86 MFLOP per sample: forward 1.08,
+# backward 1.78) per own CPU-second is printed as a fraction of it.
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 bench_setup 3
 bench_build cnn cnn
+(cd "$root" && go build -o "$tmp/cnn_gokernels" ./bench/cnn && go build -o "$tmp/limits" ./bench/limits)
 bench_machine
+: >"$tmp/gok.jsonl"
 for r in $(seq "$ROUNDS"); do
+  GOMAXPROCS=1 "$tmp/limits" -only fma -reps 3 -fma-time 100ms | grep '^{' >>"$tmp/limits.jsonl"
   GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 "$tmp/cnn" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/go.jsonl"
+  if [ -n "$TAGS" ]; then
+    GOMAXPROCS=1 "$tmp/cnn_gokernels" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/gok.jsonl"
+  fi
   (cd "$peers" && /usr/bin/python3 cnn_throughput.py --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | grep '^{' >>"$tmp/py.jsonl"
   /usr/bin/python3 "$root/bench/cnn/peer_cpu.py" "$peers" --windows "$WINDOWS" --steps "$STEPS" --warmup 30 >>"$tmp/pycpu.jsonl"
 done
 echo "godist: $(tail -1 "$tmp/go.jsonl" | cut -c1-160)..."
 echo "pytorch: $(tail -1 "$tmp/py.jsonl" | cut -c1-160)..."
-/usr/bin/python3 - "$tmp/go.jsonl" "$tmp/py.jsonl" "$tmp/pycpu.jsonl" <<'PY'
+/usr/bin/python3 - "$tmp/go.jsonl" "$tmp/py.jsonl" "$tmp/pycpu.jsonl" "$tmp/limits.jsonl" "$tmp/gok.jsonl" <<'PY'
 import json, statistics, sys
 def load(path):
     ws, cfg = [], ""
@@ -47,4 +58,24 @@ gcpu = statistics.median(w[1] for w in gw)
 pcpu = statistics.median(w[1] for w in cw)
 print(f"cnn 1 thread, per own CPU-second: godist {gcpu:.0f}, pytorch {pcpu:.0f} samples/s, ratio {gcpu / pcpu:.2f}x "
       f"(pytorch wall median in those rounds {statistics.median(w[0] for w in cw):.0f})")
+MFLOP = 2.86  # per sample: forward 1.08, backward 1.78 (conv 3x3x1x32 on 28x28, dense 5408x64, dense 64x10)
+lim = [json.loads(l) for l in open(sys.argv[4])]
+peak = statistics.median(d["peak_gflops"] for d in lim if "peak_gflops" in d) if any("peak_gflops" in d for d in lim) else None
+avx2 = [d["fma_avx2_gflops"] for d in lim if "fma_avx2_gflops" in d]
+def frac(name, sps):
+    gf = sps * MFLOP / 1e3
+    if peak:
+        print(f"cnn 1 thread, {name}: {gf:.1f} GFLOP/s per own CPU-second = {100 * gf / peak:.1f}% of the core's fp32 peak "
+              f"{peak:.0f} GFLOP/s (best FMA loop, median of {len(lim)} rounds; AVX2 loop {statistics.median(avx2) if avx2 else 0:.0f}); "
+              f"pytorch {pcpu * MFLOP / 1e3:.1f} GFLOP/s = {100 * pcpu * MFLOP / 1e3 / peak:.1f}%")
+    else:
+        print(f"cnn 1 thread, {name}: {gf:.1f} GFLOP/s per own CPU-second (no FMA loop for this CPU: peak not measured)")
+frac(gc.split("kernels ")[-1], gcpu)
+ok = [json.loads(l) for l in open(sys.argv[5]) if l.startswith("{")]
+if ok:
+    kw = [w for d in ok for w in d["windows"]]
+    kcpu = statistics.median(w[1] for w in kw)
+    print(f"godist [{ok[-1]['config']}]: median {statistics.median(w[0] for w in kw):.0f} samples/s all windows, "
+          f"{kcpu:.0f} per own CPU-second, ratio to pytorch {kcpu / pcpu:.2f}x per own CPU-second")
+    frac(ok[-1]["config"].split("kernels ")[-1], kcpu)
 PY

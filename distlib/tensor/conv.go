@@ -1,7 +1,9 @@
 package tensor
 
 import (
+	"runtime"
 	"strings"
+	"sync"
 
 	"godist/distlib/device"
 )
@@ -47,40 +49,43 @@ func windowGeom(op string, xshape []int, kh, kw, stride int, padding string) con
 
 // im2col writes the patches of x as rows [n*oh*ow, kh*kw*c] (zeros for padding).
 func im2col(x []float32, g convGeom, cols []float32) {
+	im2colRows(x, g, 0, g.n*g.oh*g.ow, cols)
+}
+
+// im2colRows writes the patches of output positions r0..r1 (rows of the im2col matrix,
+// counted over the whole batch) into cols [r1-r0, kh*kw*c].
+func im2colRows(x []float32, g convGeom, r0, r1 int, cols []float32) {
 	kc := g.kh * g.kw * g.c
-	row := 0
-	for b := 0; b < g.n; b++ {
+	per := g.oh * g.ow
+	for r := r0; r < r1; r++ {
+		b, pos := r/per, r%per
+		oy, ox := pos/g.ow, pos%g.ow
 		img := x[b*g.h*g.w*g.c : (b+1)*g.h*g.w*g.c]
-		for oy := 0; oy < g.oh; oy++ {
-			for ox := 0; ox < g.ow; ox++ {
-				dst := cols[row*kc : (row+1)*kc]
-				row++
-				iy0 := oy*g.stride - g.padTop
-				ix0 := ox*g.stride - g.padLeft
-				p := 0
-				for ky := 0; ky < g.kh; ky++ {
-					iy := iy0 + ky
-					if iy < 0 || iy >= g.h {
-						clear(dst[p : p+g.kw*g.c])
-						p += g.kw * g.c
-						continue
-					}
-					if ix0 >= 0 && ix0+g.kw <= g.w {
-						src := img[(iy*g.w+ix0)*g.c : (iy*g.w+ix0+g.kw)*g.c]
-						copy(dst[p:p+len(src)], src)
-						p += len(src)
-						continue
-					}
-					for kx := 0; kx < g.kw; kx++ {
-						ix := ix0 + kx
-						if ix < 0 || ix >= g.w {
-							clear(dst[p : p+g.c])
-						} else {
-							copy(dst[p:p+g.c], img[(iy*g.w+ix)*g.c:(iy*g.w+ix+1)*g.c])
-						}
-						p += g.c
-					}
+		dst := cols[(r-r0)*kc : (r-r0+1)*kc]
+		iy0 := oy*g.stride - g.padTop
+		ix0 := ox*g.stride - g.padLeft
+		p := 0
+		for ky := 0; ky < g.kh; ky++ {
+			iy := iy0 + ky
+			if iy < 0 || iy >= g.h {
+				clear(dst[p : p+g.kw*g.c])
+				p += g.kw * g.c
+				continue
+			}
+			if ix0 >= 0 && ix0+g.kw <= g.w {
+				src := img[(iy*g.w+ix0)*g.c : (iy*g.w+ix0+g.kw)*g.c]
+				copy(dst[p:p+len(src)], src)
+				p += len(src)
+				continue
+			}
+			for kx := 0; kx < g.kw; kx++ {
+				ix := ix0 + kx
+				if ix < 0 || ix >= g.w {
+					clear(dst[p : p+g.c])
+				} else {
+					copy(dst[p:p+g.c], img[(iy*g.w+ix)*g.c:(iy*g.w+ix+1)*g.c])
 				}
+				p += g.c
 			}
 		}
 	}
@@ -88,35 +93,38 @@ func im2col(x []float32, g convGeom, cols []float32) {
 
 // col2im adds the rows of cols back into the image gradient dx (the adjoint of im2col).
 func col2im(cols []float32, g convGeom, dx []float32) {
+	col2imRows(cols, g, 0, g.n*g.oh*g.ow, dx)
+}
+
+// col2imRows adds rows r0..r1 of the im2col matrix, held in cols [r1-r0, kh*kw*c], back
+// into the image gradient dx.
+func col2imRows(cols []float32, g convGeom, r0, r1 int, dx []float32) {
 	kc := g.kh * g.kw * g.c
-	row := 0
-	for b := 0; b < g.n; b++ {
+	per := g.oh * g.ow
+	for r := r0; r < r1; r++ {
+		b, pos := r/per, r%per
+		oy, ox := pos/g.ow, pos%g.ow
 		img := dx[b*g.h*g.w*g.c : (b+1)*g.h*g.w*g.c]
-		for oy := 0; oy < g.oh; oy++ {
-			for ox := 0; ox < g.ow; ox++ {
-				src := cols[row*kc : (row+1)*kc]
-				row++
-				iy0 := oy*g.stride - g.padTop
-				ix0 := ox*g.stride - g.padLeft
-				p := 0
-				for ky := 0; ky < g.kh; ky++ {
-					iy := iy0 + ky
-					if iy < 0 || iy >= g.h {
-						p += g.kw * g.c
-						continue
-					}
-					for kx := 0; kx < g.kw; kx++ {
-						ix := ix0 + kx
-						if ix >= 0 && ix < g.w {
-							d := img[(iy*g.w+ix)*g.c : (iy*g.w+ix+1)*g.c]
-							s := src[p : p+g.c]
-							for ci := range d {
-								d[ci] += s[ci]
-							}
-						}
-						p += g.c
+		src := cols[(r-r0)*kc : (r-r0+1)*kc]
+		iy0 := oy*g.stride - g.padTop
+		ix0 := ox*g.stride - g.padLeft
+		p := 0
+		for ky := 0; ky < g.kh; ky++ {
+			iy := iy0 + ky
+			if iy < 0 || iy >= g.h {
+				p += g.kw * g.c
+				continue
+			}
+			for kx := 0; kx < g.kw; kx++ {
+				ix := ix0 + kx
+				if ix >= 0 && ix < g.w {
+					d := img[(iy*g.w+ix)*g.c : (iy*g.w+ix+1)*g.c]
+					s := src[p : p+g.c]
+					for ci := range d {
+						d[ci] += s[ci]
 					}
 				}
+				p += g.c
 			}
 		}
 	}
@@ -170,8 +178,12 @@ func Conv2D(x, k *Tensor, stride int, padding string) *Tensor {
 }
 
 // FusedConv2D returns Conv2D(x, k) + b, followed by a ReLU when relu is set, in one op:
-// the computation of a convolution layer without the intermediate tensors (the bias is
-// the matrix multiply's starting value and the ReLU is applied in place). b is [O] or nil.
+// the computation of a convolution layer without the intermediate tensors. It works in
+// chunks of output positions small enough to stay in the core's cache (convChunkRows):
+// each chunk's output rows start as the bias, take the matrix multiply of the chunk's
+// patches and the ReLU while they are in cache, so the output is written to memory once.
+// The gradient works chunk by chunk the same way (ReLU mask, kernel and bias gradients,
+// input gradient). b is [O] or nil.
 func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor {
 	if x == nil || k == nil {
 		panic(argErr("Conv2D", "an input is nil"))
@@ -197,63 +209,196 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 	out := newOn(dev, []int{g.n, g.oh, g.ow, o})
 	rows, kc := g.n*g.oh*g.ow, g.kh*g.kw*g.c
 	threads := threadsFor(dev)
-	beta := float32(0)
-	if b != nil {
-		beta = 1
-		for r := 0; r < rows; r++ {
-			copy(out.data[r*o:(r+1)*o], b.data)
-		}
-	}
-	if rows > 0 {
-		colBuf := getBuf(rows * kc)
-		im2col(x.data, g, *colBuf)
-		sgemm(threads, false, false, rows, o, kc, 1, *colBuf, kc, k.data, o, beta, out.data, o)
-		packPool.Put(colBuf)
-	}
-	if relu {
-		reluTo(out.data, out.data)
+	chunk := convChunkRows(kc, o)
+	if rows > 0 && o > 0 {
+		runRanges(convRanges(threads, rows, chunk), func(_, r0, r1 int) {
+			cb := getBuf(chunk * kc)
+			defer packPool.Put(cb)
+			for c0 := r0; c0 < r1; c0 += chunk {
+				c1 := min(c0+chunk, r1)
+				dst := out.data[c0*o : c1*o]
+				im2colRows(x.data, g, c0, c1, *cb)
+				switch {
+				case b != nil && relu:
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 0, dst, o)
+					if !convPasses.addRowsRelu(dst, b.data) {
+						for r := 0; r < len(dst); r += o {
+							addTo(dst[r:r+o], b.data)
+						}
+						convPasses.relu(dst, dst)
+					}
+				case b != nil:
+					fillRows(dst, b.data)
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 1, dst, o)
+				default:
+					sgemm(1, false, false, c1-c0, o, kc, 1, *cb, kc, k.data, o, 0, dst, o)
+					if relu {
+						convPasses.relu(dst, dst)
+					}
+				}
+			}
+		})
 	}
 	ins := []*Tensor{x, k, b}
 	if b == nil {
 		ins = ins[:2]
 	}
 	return record(out, func(gr *Tensor, need []bool) []*Tensor {
-		gz := gr
-		if relu {
-			// gz is consumed here and never escapes: its storage comes from the pool.
-			gzBuf := getBuf(len(gr.data))
-			defer packPool.Put(gzBuf)
-			gz = &Tensor{shape: gr.shape, data: *gzBuf, device: gr.device}
-			reluGrad(gz.data, gr.data, out.data)
-		}
 		res := make([]*Tensor, len(ins))
-		if need[1] && rows > 0 {
-			gk := newOn(gr.device, k.Shape())
-			cb := getBuf(rows * kc)
-			im2col(x.data, g, *cb)
-			sgemm(threads, true, false, kc, o, rows, 1, *cb, kc, gz.data, o, 0, gk.data, o)
-			packPool.Put(cb)
-			res[1] = gk
-		} else if need[1] {
+		needX, needK, needB := need[0], need[1], b != nil && need[2]
+		if needX {
+			res[0] = newOn(gr.device, x.Shape())
+		}
+		if needK {
 			res[1] = newOn(gr.device, k.Shape())
 		}
-		if b != nil && need[2] {
-			gb := newOn(gr.device, []int{o})
-			sumRows(gz.data, o, gb.data)
-			res[2] = gb
+		if needB {
+			res[2] = newOn(gr.device, []int{o})
 		}
-		if need[0] {
-			gx := newOn(gr.device, x.Shape())
-			if rows > 0 {
-				cb := getBuf(rows * kc)
-				sgemm(threads, false, true, rows, kc, o, 1, gz.data, o, k.data, o, 0, *cb, kc)
-				col2im(*cb, g, gx.data)
-				packPool.Put(cb)
+		if rows == 0 || o == 0 || !(needX || needK || needB) {
+			return res
+		}
+		// Ranges of whole images, so that the input gradients of two ranges never overlap;
+		// ranges after the first sum their kernel and bias gradients apart, added in order.
+		per := g.oh * g.ow
+		rs := convRanges(threads, g.n, 1)
+		for i := range rs {
+			rs[i] = [2]int{rs[i][0] * per, rs[i][1] * per}
+		}
+		gks, gbs := make([][]float32, len(rs)), make([][]float32, len(rs))
+		for i := range rs {
+			switch {
+			case i == 0 && needK:
+				gks[i] = res[1].data
+			case needK:
+				gks[i] = make([]float32, kc*o)
 			}
-			res[0] = gx
+			switch {
+			case i == 0 && needB:
+				gbs[i] = res[2].data
+			case needB:
+				gbs[i] = make([]float32, o)
+			}
+		}
+		runRanges(rs, func(i, r0, r1 int) {
+			cb := getBuf(chunk * kc)
+			defer packPool.Put(cb)
+			gzBuf := getBuf(chunk * o)
+			defer packPool.Put(gzBuf)
+			for c0 := r0; c0 < r1; c0 += chunk {
+				c1 := min(c0+chunk, r1)
+				nr := c1 - c0
+				gz := gr.data[c0*o : c1*o]
+				if relu {
+					convPasses.reluGrad((*gzBuf)[:nr*o], gz, out.data[c0*o:c1*o])
+					gz = (*gzBuf)[:nr*o]
+				}
+				if needK {
+					im2colRows(x.data, g, c0, c1, *cb)
+					sgemm(1, true, false, kc, o, nr, 1, *cb, kc, gz, o, 1, gks[i], o)
+				}
+				if needB {
+					convPasses.sumRows(gz, gbs[i])
+				}
+				if needX {
+					sgemm(1, false, true, nr, kc, o, 1, gz, o, k.data, o, 0, *cb, kc)
+					col2imRows(*cb, g, c0, c1, res[0].data)
+				}
+			}
+		})
+		for i := 1; i < len(rs); i++ {
+			if needK {
+				addTo(res[1].data, gks[i])
+			}
+			if needB {
+				addTo(res[2].data, gbs[i])
+			}
 		}
 		return res
 	}, ins...)
+}
+
+// chunkPasses are FusedConv2D's element-wise passes over a chunk of o-long rows.
+type chunkPasses struct {
+	name string
+	// addRowsRelu sets each row of dst to relu(row + bias) and reports whether it did (it
+	// may decline a row length it has no loop for).
+	addRowsRelu func(dst, bias []float32) bool
+	relu        func(dst, src []float32)  // dst = relu(src), as reluTo
+	reluGrad    func(dst, g, y []float32) // as reluGrad
+	sumRows     func(g, dst []float32)    // dst += sum of the len(dst)-long rows of g
+}
+
+// goPasses are the passes in Go; convPasses is the set in use (conv_amd64.go picks AVX-512
+// loops when the CPU has them).
+var (
+	goPasses = chunkPasses{
+		name:        "go",
+		addRowsRelu: func(dst, bias []float32) bool { return false },
+		relu:        reluTo,
+		reluGrad:    reluGrad,
+		sumRows:     func(g, dst []float32) { sumRows(g, len(dst), dst) },
+	}
+	convPasses = goPasses
+)
+
+// convChunkRows is how many output positions (rows of the im2col matrix) FusedConv2D
+// handles at a time: a chunk's patches and output rows take about 256 KiB, so they stay in
+// the core's cache from the im2col to the ReLU. A multiple of gemmMC.
+func convChunkRows(kc, o int) int {
+	return max((64<<10)/(kc+o)/gemmMC*gemmMC, gemmMC)
+}
+
+// convRanges splits [0, n) into up to threads contiguous ranges whose bounds are multiples
+// of align (the last ends at n).
+func convRanges(threads, n, align int) [][2]int {
+	units := (n + align - 1) / align
+	threads = max(min(threads, runtime.GOMAXPROCS(0), units), 1)
+	rs := make([][2]int, 0, threads)
+	for t := 0; t < threads; t++ {
+		u0, u1 := units*t/threads, units*(t+1)/threads
+		if u0 < u1 {
+			rs = append(rs, [2]int{u0 * align, min(u1*align, n)})
+		}
+	}
+	return rs
+}
+
+// runRanges runs fn on each range (i its index), in goroutines when there are several, and
+// returns when all have.
+func runRanges(rs [][2]int, fn func(i, r0, r1 int)) {
+	if len(rs) == 1 {
+		fn(0, rs[0][0], rs[0][1])
+		return
+	}
+	var wg sync.WaitGroup
+	for i, r := range rs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i, r[0], r[1])
+		}()
+	}
+	wg.Wait()
+}
+
+// fillRows sets every len(row)-long row of dst to row, by doubling copies.
+func fillRows(dst, row []float32) {
+	if len(dst) == 0 {
+		return
+	}
+	n := copy(dst, row)
+	for n < len(dst) {
+		n += copy(dst[n:], dst[:n])
+	}
+}
+
+// addTo adds src into dst element by element.
+func addTo(dst, src []float32) {
+	src = src[:len(dst)]
+	for i, v := range src {
+		dst[i] += v
+	}
 }
 
 // MaxPool2D takes the maximum over size x size windows of NHWC input with the given stride

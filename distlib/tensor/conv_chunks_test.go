@@ -1,0 +1,87 @@
+package tensor
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestFusedConv2DChunks checks FusedConv2D where it works in several cache-sized chunks
+// and, with two threads, in ranges of images run apart: the forward pass against the
+// direct definition, and every gradient against the same layer built from the separate
+// ops (Conv2D, BiasAdd, ReLU), whose gradients the finite-difference checks cover.
+func TestFusedConv2DChunks(t *testing.T) {
+	defer func(c int) { kernelThreadsCap = c }(kernelThreadsCap)
+	tests := []struct {
+		x, k    []int
+		stride  int
+		padding string
+		relu    bool
+		bias    bool
+	}{
+		{[]int{3, 30, 30, 1}, []int{3, 3, 1, 32}, 1, "valid", true, true},  // 2352 rows, chunk 1536
+		{[]int{5, 20, 20, 4}, []int{3, 3, 4, 8}, 1, "same", true, true},    // 2000 rows, chunk 1440
+		{[]int{3, 41, 39, 2}, []int{2, 2, 2, 5}, 2, "same", false, false},  // 1260 rows, chunk 3840
+		{[]int{1, 64, 70, 1}, []int{3, 3, 1, 16}, 1, "valid", true, false}, // one image, 4216 rows
+	}
+	for _, tc := range tests {
+		for _, threads := range []int{1, 2} {
+			t.Run(fmt.Sprintf("x%v/k%v/%s/threads=%d", tc.x, tc.k, tc.padding, threads), func(t *testing.T) {
+				kernelThreadsCap = threads
+				x, k := rnd(1, tc.x...), rnd(2, tc.k...)
+				var b *Tensor
+				if tc.bias {
+					b = rnd(3, tc.k[3])
+				}
+				grads := func(fused bool) ([]*Tensor, *Tensor) {
+					vx, vk := NewVariable("x", x, true), NewVariable("k", k, true)
+					vars := []*Variable{vx, vk}
+					var vb *Variable
+					if b != nil {
+						vb = NewVariable("b", b, true)
+						vars = append(vars, vb)
+					}
+					tape := NewGradientTape()
+					var y *Tensor
+					if fused {
+						var bv *Tensor
+						if vb != nil {
+							bv = vb.Value()
+						}
+						y = FusedConv2D(vx.Value(), vk.Value(), bv, tc.stride, tc.padding, tc.relu)
+					} else {
+						y = Conv2D(vx.Value(), vk.Value(), tc.stride, tc.padding)
+						if vb != nil {
+							y = BiasAdd(y, vb.Value())
+						}
+						if tc.relu {
+							y = ReLU(y)
+						}
+					}
+					return tape.Gradient(lossOf(y), vars), y
+				}
+				got, y := grads(true)
+				want, yRef := grads(false)
+				direct := naiveConv(x, k, tc.stride, tc.padding)
+				for i := range direct {
+					if b != nil {
+						direct[i] += b.data[i%tc.k[3]]
+					}
+					if tc.relu {
+						direct[i] = max(direct[i], 0)
+					}
+				}
+				if i, ok := near(y.data, direct, 1e-4); !ok {
+					t.Fatalf("FusedConv2D[%d] = %v, direct definition %v", i, y.data[i], direct[i])
+				}
+				if i, ok := near(yRef.data, direct, 1e-4); !ok {
+					t.Fatalf("Conv2D+BiasAdd+Relu[%d] = %v, direct definition %v", i, yRef.data[i], direct[i])
+				}
+				for j, name := range []string{"input", "kernel", "bias"}[:len(got)] {
+					if i, ok := near(got[j].data, want[j].data, 1e-3); !ok {
+						t.Errorf("%s gradient[%d] = %v, separate ops give %v", name, i, got[j].data[i], want[j].data[i])
+					}
+				}
+			})
+		}
+	}
+}
