@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -31,5 +32,40 @@ func TestIndexOutOfRange(t *testing.T) {
 		if tt.frame != "" && (len(ee.Traceback) < 2 || ee.Traceback[1] != tt.frame) {
 			t.Errorf("Execute(%q) traceback = %q, want %q", tt.code, ee.Traceback, tt.frame)
 		}
+	}
+}
+
+// TestDeferAndLoopVariables covers Go 1.22 loop variables and defer: a top-level defer ran
+// again after every later cell, deferred arguments were read when the call ran, and
+// closures made in a loop all saw the loop variable's last value.
+func TestDeferAndLoopVariables(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import \"fmt\"")
+	tests := []struct{ code, result, stdout string }{
+		{"defer fmt.Println(\"deferred\")\nfmt.Println(\"body\")", "", "body\ndeferred\n"},
+		{"1 + 1", "2", ""},
+		{"for i := 0; i < 3; i++ { defer fmt.Print(i) }", "", "210"},
+		{"x := 1\ndefer fmt.Print(x)\nx = 2\nfmt.Print(x)\nx", "2", "21"},
+		{"fs := []func() int{}\nfor i := 0; i < 3; i++ { fs = append(fs, func() int { return i }) }\nfs[0]()+fs[1]()*10+fs[2]()*100", "210", ""},
+		{"gs := []func() int{}\nfor _, v := range []int{4, 5, 6} { gs = append(gs, func() int { return v }) }\ngs[0]()+gs[1]()*10+gs[2]()*100", "654", ""},
+		{"hs := []func() int{}\nfor i := range 3 { hs = append(hs, func() int { return i }) }\nhs[0]()+hs[1]()*10+hs[2]()*100", "210", ""},
+		{"func loop() (n int) {\n\tvar fs []func() int\n\tfor i := 0; i < 3; i++ {\n\t\tfs = append(fs, func() int { return i })\n\t}\n\tfor k, f := range fs {\n\t\tn += f() * []int{1, 10, 100}[k]\n\t}\n\treturn n\n}\nloop()", "210", ""},
+		{"func deferLoop() { for i := 0; i < 3; i++ { defer fmt.Print(i) } }\ndeferLoop()", "", "210"},
+		// A body that changes the loop variable keeps changing the loop's own variable.
+		{"n := 0\nfor i := 0; i < 6; i++ { i++; func() { n += i }() }\nn", "9", ""},
+		{"if true {\n\tdefer fmt.Print(\"b\")\n\tdefer fmt.Print(\"a\")\n}\nfmt.Print(\"-\")", "", "-ab"},
+		{"3", "3", ""},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || rec.text("stdout") != tt.stdout {
+			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
+		}
+	}
+	// A deferred call that panics fails its cell.
+	_, _, err := run(t, s, "defer panic(\"late\")\nfmt.Print(\"x\")")
+	if ee := evalError(t, err); ee.Name != "panic" || !strings.Contains(ee.Value, "late") {
+		t.Errorf("panicking deferred call: error = %v, want a panic naming it", ee)
 	}
 }

@@ -125,6 +125,7 @@ type Session struct {
 	goErr      *EvalError // first goroutine panic of the running cell
 	pendingErr *EvalError // goroutine panic after its cell ended
 	frames     []string   // panic trace lines of the running cell
+	deferred   []func()   // calls deferred by the running cell's top-level code
 	// mark is the position (line<<16 | column) of the statement instrumented code started
 	// last (see rewriter.markLines); interpreted code writes it without a lock, and a
 	// panic's first trace line reads and clears it.
@@ -273,6 +274,9 @@ func (s *Session) Execute(ctx context.Context, code string, out Output) (*Result
 		lo.Stream("stderr", "godist: a goroutine of an earlier cell failed: "+pending.Value+"\n")
 	}
 	res, err := s.dispatch(cellCtx, code, lo)
+	if derr := s.runDeferred(); derr != nil && err == nil {
+		res, err = nil, derr
+	}
 	if err == nil {
 		return res, nil
 	}
