@@ -69,3 +69,34 @@ func TestDeferAndLoopVariables(t *testing.T) {
 		t.Errorf("panicking deferred call: error = %v, want a panic naming it", ee)
 	}
 }
+
+// TestFinalValues covers final expressions with several values (shown as a tuple) and
+// with a nil error or interface (shown as nothing, like Python's None).
+func TestFinalValues(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import (\n\t\"fmt\"\n\t\"strconv\"\n\t\"errors\"\n\t\"godist/distlib/display\"\n)\nfunc two() (string, int) { return \"a\", 2 }")
+	tests := []struct {
+		code, result string
+		displays     int
+	}{
+		{"strconv.Atoi(\"12\")", "(12, <nil>)", 0},
+		{"strconv.Atoi(\"x\")", "(0, strconv.Atoi: parsing \"x\": invalid syntax)", 0},
+		{"two()", "(\"a\", 2)", 0},
+		{"fmt.Println(\"printed\")", "", 0},
+		{"display.JSON(map[string]int{\"a\": 1})", "", 1},
+		{"var e error\ne", "", 0},
+		{"errors.New(\"boom\")", "boom", 0},
+		{"v, err := strconv.Atoi(\"3\")\nv", "3", 0},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || len(rec.displays) != tt.displays {
+			t.Errorf("Execute(%q) = %q with %d displays, want %q with %d", tt.code, plain, len(rec.displays), tt.result, tt.displays)
+		}
+	}
+	res, _, err := run(t, s, "display.JSON(1)")
+	if err != nil || res != "" {
+		t.Errorf("display.JSON as the last line = %q, %v, want no result", res, err)
+	}
+}
