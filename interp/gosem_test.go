@@ -100,3 +100,30 @@ func TestFinalValues(t *testing.T) {
 		t.Errorf("display.JSON as the last line = %q, %v, want no result", res, err)
 	}
 }
+
+// TestFailedDeclLeavesNoName covers a declaration that fails to compile: it must not define
+// its names (`var z int = "s"` then `z` gave 0).
+func TestFailedDeclLeavesNoName(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "y := 1")
+	tests := []struct {
+		code, result string
+		fails        bool
+	}{
+		{"var z int = \"s\"", "", true},
+		{"z", "", true},
+		{"q := undefinedThing + 1", "", true},
+		{"q", "", true},
+		{"var y string = 3", "", true},
+		{"y", "1", false},
+		{"var z int = 4", "", false},
+		{"z + y", "5", false},
+	}
+	for _, tt := range tests {
+		plain, _, err := run(t, s, tt.code)
+		if (err != nil) != tt.fails || plain != tt.result {
+			t.Errorf("Execute(%q) = %q, %v; want %q, failing %v", tt.code, plain, err, tt.result, tt.fails)
+		}
+	}
+}
