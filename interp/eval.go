@@ -420,7 +420,17 @@ func (s *Session) runFinal(ctx context.Context, c *chunk, code string) (*Result,
 			return s.render(ctx, yi, v), nil
 		}
 		if n == 1 {
-			return nil, compileError(err, code)
+			// yaegi cannot define a variable from some values (a generic function's
+			// result: "nil reflect type"), but it can evaluate the expression itself.
+			prog, perr := compile(yi, source([]*chunk{c}, []string{pre + text}))
+			if perr != nil {
+				return nil, compileError(err, code)
+			}
+			v, err := s.execute(ctx, yi, prog)
+			if err != nil {
+				return nil, err
+			}
+			return s.render(ctx, yi, v), nil
 		}
 	}
 	if n := s.resultCount(c); n > 1 && !s.printCall(c) {

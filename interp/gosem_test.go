@@ -127,3 +127,22 @@ func TestFailedDeclLeavesNoName(t *testing.T) {
 		}
 	}
 }
+
+// TestGenericFinalExpression covers a generic function's call as a cell's final
+// expression: the kernel's `_godistLast := Id(3)` made yaegi fail with "nil reflect type".
+func TestGenericFinalExpression(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "func Id[T any](x T) T { return x }\nfunc Pair[K comparable, V any](k K, v V) map[K]V { return map[K]V{k: v} }")
+	tests := []struct{ code, result string }{
+		{"Id(3)", "3"},
+		{"Id(\"s\")", "s"},
+		{"Pair(\"a\", 1)", "map[a:1]"},
+		{"var k3 int\nk3 = Id(4)\nk3", "4"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
+		}
+	}
+}
