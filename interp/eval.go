@@ -423,8 +423,35 @@ func (s *Session) runFinal(ctx context.Context, c *chunk, code string) (*Result,
 			return s.render(ctx, yi, v), nil
 		}
 		if n == 1 {
+			// yaegi cannot define a variable from some values (a generic function's
+			// result: "nil reflect type"), but it can evaluate the expression itself.
+			prog, perr := compile(yi, source([]*chunk{c}, []string{pre + text}))
+			if perr != nil {
+				return nil, compileError(err, code)
+			}
+			v, err := s.execute(ctx, yi, prog)
+			if err != nil {
+				return nil, err
+			}
+			return s.render(ctx, yi, v), nil
+		}
+	}
+	if n := s.resultCount(c); n > 1 && !s.printCall(c) {
+		// Several values: shown as a tuple, (12, <nil>).
+		names := make([]string, n)
+		for i := range names {
+			names[i] = fmt.Sprintf("%s%d", tupleVar, i)
+		}
+		src := pre + strings.Join(names, ", ") + " := " + text + "; " + lastVar + " := []any{" + strings.Join(names, ", ") + "}"
+		prog, err := compile(yi, source([]*chunk{c}, []string{src}))
+		if err != nil {
 			return nil, compileError(err, code)
 		}
+		v, err := s.execute(ctx, yi, prog)
+		if err != nil {
+			return nil, err
+		}
+		return renderTuple(v), nil
 	}
 	prog, err := compile(yi, source([]*chunk{c}, []string{pre + text}))
 	if err != nil {
@@ -433,6 +460,42 @@ func (s *Session) runFinal(ctx context.Context, c *chunk, code string) (*Result,
 	_, err = s.execute(ctx, yi, prog)
 	return nil, err
 }
+
+// printCall reports whether the chunk calls one of fmt's print or scan functions, whose
+// (count, error) results a cell does not show, or a Write method.
+func (s *Session) printCall(c *chunk) bool {
+	e, err := parser.ParseExpr(c.Text)
+	if err != nil {
+		return false
+	}
+	call, ok := ast.Unparen(e).(*ast.CallExpr)
+	if !ok {
+		return false
+	}
+	sel, ok := ast.Unparen(call.Fun).(*ast.SelectorExpr)
+	if !ok {
+		return false
+	}
+	if strings.HasPrefix(sel.Sel.Name, "Write") {
+		return true
+	}
+	x, ok := sel.X.(*ast.Ident)
+	if !ok {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, im := range s.imports {
+		if im.localName() == x.Name && im.Path == "fmt" {
+			name := strings.ToLower(sel.Sel.Name)
+			return strings.Contains(name, "print") || strings.Contains(name, "scan")
+		}
+	}
+	return false
+}
+
+// tupleVar prefixes the variables that hold the values of a final expression with several.
+const tupleVar = "_godistOut"
 
 // resultCount returns how many values the expression of a chunk has: 1 for anything but
 // a call, the callee's result count where it is known, -1 when unknown.

@@ -1,6 +1,7 @@
 package interp
 
 import (
+	"strings"
 	"testing"
 )
 
@@ -30,6 +31,118 @@ func TestIndexOutOfRange(t *testing.T) {
 		}
 		if tt.frame != "" && (len(ee.Traceback) < 2 || ee.Traceback[1] != tt.frame) {
 			t.Errorf("Execute(%q) traceback = %q, want %q", tt.code, ee.Traceback, tt.frame)
+		}
+	}
+}
+
+// TestDeferAndLoopVariables covers Go 1.22 loop variables and defer: a top-level defer ran
+// again after every later cell, deferred arguments were read when the call ran, and
+// closures made in a loop all saw the loop variable's last value.
+func TestDeferAndLoopVariables(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import \"fmt\"")
+	tests := []struct{ code, result, stdout string }{
+		{"defer fmt.Println(\"deferred\")\nfmt.Println(\"body\")", "", "body\ndeferred\n"},
+		{"1 + 1", "2", ""},
+		{"for i := 0; i < 3; i++ { defer fmt.Print(i) }", "", "210"},
+		{"x := 1\ndefer fmt.Print(x)\nx = 2\nfmt.Print(x)\nx", "2", "21"},
+		{"fs := []func() int{}\nfor i := 0; i < 3; i++ { fs = append(fs, func() int { return i }) }\nfs[0]()+fs[1]()*10+fs[2]()*100", "210", ""},
+		{"gs := []func() int{}\nfor _, v := range []int{4, 5, 6} { gs = append(gs, func() int { return v }) }\ngs[0]()+gs[1]()*10+gs[2]()*100", "654", ""},
+		{"hs := []func() int{}\nfor i := range 3 { hs = append(hs, func() int { return i }) }\nhs[0]()+hs[1]()*10+hs[2]()*100", "210", ""},
+		{"func loop() (n int) {\n\tvar fs []func() int\n\tfor i := 0; i < 3; i++ {\n\t\tfs = append(fs, func() int { return i })\n\t}\n\tfor k, f := range fs {\n\t\tn += f() * []int{1, 10, 100}[k]\n\t}\n\treturn n\n}\nloop()", "210", ""},
+		{"func deferLoop() { for i := 0; i < 3; i++ { defer fmt.Print(i) } }\ndeferLoop()", "", "210"},
+		// A body that changes the loop variable keeps changing the loop's own variable.
+		{"n := 0\nfor i := 0; i < 6; i++ { i++; func() { n += i }() }\nn", "9", ""},
+		{"if true {\n\tdefer fmt.Print(\"b\")\n\tdefer fmt.Print(\"a\")\n}\nfmt.Print(\"-\")", "", "-ab"},
+		{"3", "3", ""},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || rec.text("stdout") != tt.stdout {
+			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
+		}
+	}
+	// A deferred call that panics fails its cell.
+	_, _, err := run(t, s, "defer panic(\"late\")\nfmt.Print(\"x\")")
+	if ee := evalError(t, err); ee.Name != "panic" || !strings.Contains(ee.Value, "late") {
+		t.Errorf("panicking deferred call: error = %v, want a panic naming it", ee)
+	}
+}
+
+// TestFinalValues covers final expressions with several values (shown as a tuple) and
+// with a nil error or interface (shown as nothing, like Python's None).
+func TestFinalValues(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import (\n\t\"fmt\"\n\t\"strconv\"\n\t\"errors\"\n\t\"godist/distlib/display\"\n)\nfunc two() (string, int) { return \"a\", 2 }")
+	tests := []struct {
+		code, result string
+		displays     int
+	}{
+		{"strconv.Atoi(\"12\")", "(12, <nil>)", 0},
+		{"strconv.Atoi(\"x\")", "(0, strconv.Atoi: parsing \"x\": invalid syntax)", 0},
+		{"two()", "(\"a\", 2)", 0},
+		{"fmt.Println(\"printed\")", "", 0},
+		{"display.JSON(map[string]int{\"a\": 1})", "", 1},
+		{"var e error\ne", "", 0},
+		{"errors.New(\"boom\")", "boom", 0},
+		{"v, err := strconv.Atoi(\"3\")\nv", "3", 0},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || len(rec.displays) != tt.displays {
+			t.Errorf("Execute(%q) = %q with %d displays, want %q with %d", tt.code, plain, len(rec.displays), tt.result, tt.displays)
+		}
+	}
+	res, _, err := run(t, s, "display.JSON(1)")
+	if err != nil || res != "" {
+		t.Errorf("display.JSON as the last line = %q, %v, want no result", res, err)
+	}
+}
+
+// TestFailedDeclLeavesNoName covers a declaration that fails to compile: it must not define
+// its names (`var z int = "s"` then `z` gave 0).
+func TestFailedDeclLeavesNoName(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "y := 1")
+	tests := []struct {
+		code, result string
+		fails        bool
+	}{
+		{"var z int = \"s\"", "", true},
+		{"z", "", true},
+		{"q := undefinedThing + 1", "", true},
+		{"q", "", true},
+		{"var y string = 3", "", true},
+		{"y", "1", false},
+		{"var z int = 4", "", false},
+		{"z + y", "5", false},
+	}
+	for _, tt := range tests {
+		plain, _, err := run(t, s, tt.code)
+		if (err != nil) != tt.fails || plain != tt.result {
+			t.Errorf("Execute(%q) = %q, %v; want %q, failing %v", tt.code, plain, err, tt.result, tt.fails)
+		}
+	}
+}
+
+// TestGenericFinalExpression covers a generic function's call as a cell's final
+// expression: the kernel's `_godistLast := Id(3)` made yaegi fail with "nil reflect type".
+func TestGenericFinalExpression(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "func Id[T any](x T) T { return x }\nfunc Pair[K comparable, V any](k K, v V) map[K]V { return map[K]V{k: v} }")
+	tests := []struct{ code, result string }{
+		{"Id(3)", "3"},
+		{"Id(\"s\")", "s"},
+		{"Pair(\"a\", 1)", "map[a:1]"},
+		{"var k3 int\nk3 = Id(4)\nk3", "4"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"image"
 	"image/png"
 	"reflect"
+	"strconv"
 	"strings"
 
 	yaegi "github.com/traefik/yaegi/interp"
@@ -31,7 +32,12 @@ func (s *Session) render(ctx context.Context, yi *yaegi.Interpreter, v reflect.V
 	if !v.IsValid() {
 		return nil
 	}
-	if v.Kind() == reflect.Interface && !v.IsNil() {
+	if v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			// A nil error or interface (display.JSON's result, say) shows nothing, as
+			// Python shows nothing for None.
+			return nil
+		}
 		v = v.Elem()
 	}
 	data := map[string]any{}
@@ -88,6 +94,32 @@ func (s *Session) render(ctx context.Context, yi *yaegi.Interpreter, v reflect.V
 		data["text/plain"] = fmt.Sprintf("<%s>", v.Type())
 	}
 	return &Result{Data: data, Metadata: map[string]any{}}
+}
+
+// renderTuple shows the values of a final expression with several (v holds them as a
+// []any) as Go would print them in parentheses: (12, <nil>), with strings quoted.
+func renderTuple(v reflect.Value) *Result {
+	if !v.IsValid() || v.Kind() != reflect.Slice {
+		return nil
+	}
+	parts := make([]string, v.Len())
+	for i := range parts {
+		e := v.Index(i)
+		for e.Kind() == reflect.Interface && !e.IsNil() {
+			e = e.Elem()
+		}
+		switch {
+		case e.Kind() == reflect.Interface || !e.IsValid():
+			parts[i] = "<nil>"
+		case e.Kind() == reflect.String && e.CanInterface():
+			parts[i] = strconv.Quote(e.String())
+		case e.CanInterface():
+			parts[i] = plainText(e)
+		default:
+			parts[i] = fmt.Sprintf("<%s>", e.Type())
+		}
+	}
+	return &Result{Data: map[string]any{"text/plain": "(" + strings.Join(parts, ", ") + ")"}, Metadata: map[string]any{}}
 }
 
 // declaresMethod reports whether a cell declared a method of that name on some type.

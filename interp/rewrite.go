@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"reflect"
 	"sort"
 	"strings"
 )
@@ -70,7 +71,7 @@ func rewriteParts(c *chunk, env rewriteEnv) (pre, text string, err error) {
 	}
 	tf := fset.File(f.Pos())
 	off := func(p token.Pos) int { return tf.Offset(p) - base }
-	rw := &rewriter{text: c.Text, off: off, env: env, ints: map[string]int{}, line: c.Line, col: c.Col}
+	rw := &rewriter{text: c.Text, off: off, env: env, ints: map[string]int{}, renamed: map[*ast.Ident]string{}, line: c.Line, col: c.Col}
 	rw.collectInts(f)
 	if c.Kind == chunkStmt {
 		for _, st := range f.Decls[0].(*ast.FuncDecl).Body.List {
@@ -125,10 +126,21 @@ func rewriteParts(c *chunk, env rewriteEnv) (pre, text string, err error) {
 			rw.markLines(n.Body)
 		case *ast.CommClause:
 			rw.markLines(n.Body)
+		case *ast.ForStmt:
+			if init, ok := n.Init.(*ast.AssignStmt); ok && init.Tok == token.DEFINE {
+				rw.loopVars(init.Lhs, n.Body, []ast.Node{n.Init, n.Cond, n.Post})
+			}
 		case *ast.RangeStmt:
+			if n.Tok == token.DEFINE {
+				rw.loopVars([]ast.Expr{n.Key, n.Value}, n.Body, []ast.Node{n.Key, n.Value})
+			}
 			rerr = rw.rangeStmt(n)
 		case *ast.GoStmt:
 			rw.goStmt(n)
+		case *ast.DeferStmt:
+			if c.Kind == chunkStmt && !inFuncLit(stack) {
+				rw.deferStmt(n, topLevel(stack))
+			}
 		case *ast.CallExpr:
 			rw.builtinCall(n, c.Kind == chunkStmt && topLevel(stack))
 		}
@@ -291,7 +303,8 @@ type rewriter struct {
 	line  int // cell line of the text's start
 	col   int // cell column of the text's start
 
-	hoisted []string // statements to run before the chunk
+	hoisted []string              // statements to run before the chunk
+	renamed map[*ast.Ident]string // loop variables loopVars renamed in their loop's header
 }
 
 // assignExisting rewrites a top-level definition of existing variables as an assignment.
@@ -487,12 +500,106 @@ func (r *rewriter) rangeStmt(n *ast.RangeStmt) error {
 	key := "_godistI"
 	if id, ok := n.Key.(*ast.Ident); ok && id.Name != "_" {
 		key = id.Name
+		if t, ok := r.renamed[id]; ok {
+			key = t
+		}
 	}
 	x := n.X
 	r.edits = append(r.edits, edit{r.off(n.For), r.off(n.Body.Lbrace), func() string {
 		return fmt.Sprintf("for %s, _godistN := 0, (%s); %s < _godistN; %s++ ", key, r.src(x), key, key)
 	}})
 	return nil
+}
+
+// loopVars gives each iteration of a loop its own copy of the loop's variables, as Go 1.22
+// does: yaegi keeps one variable for the whole loop, so closures (and goroutines) made in
+// the body all saw its last value. The loop's header gets a temporary name for the
+// variable, and the body defines the variable from it:
+// `for _godistV1 := 0; _godistV1 < 3; _godistV1++ { i := _godistV1; BODY }`
+// (`i := i`, or a nested block, would make yaegi's top-level code reuse the loop's own
+// variable). Only a body that makes closures, defers or starts goroutines and uses the
+// variable is rewritten; a body that assigns the variable or takes its address is left
+// alone, since the copy would hide the change from the loop's post statement.
+func (r *rewriter) loopVars(vars []ast.Expr, body *ast.BlockStmt, header []ast.Node) {
+	var names []string
+	for _, e := range vars {
+		if id, ok := e.(*ast.Ident); ok && id.Name != "_" {
+			names = append(names, id.Name)
+		}
+	}
+	if len(names) == 0 || body == nil {
+		return
+	}
+	captures := false
+	used, changed := map[string]bool{}, map[string]bool{}
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit, *ast.DeferStmt, *ast.GoStmt:
+			captures = true
+		case *ast.Ident:
+			used[n.Name] = true
+		case *ast.AssignStmt:
+			for _, l := range n.Lhs {
+				if id, ok := l.(*ast.Ident); ok {
+					changed[id.Name] = true
+				}
+			}
+		case *ast.IncDecStmt:
+			if id, ok := n.X.(*ast.Ident); ok {
+				changed[id.Name] = true
+			}
+		case *ast.UnaryExpr:
+			if id, ok := n.X.(*ast.Ident); ok && n.Op == token.AND {
+				changed[id.Name] = true
+			}
+		}
+		return true
+	})
+	if !captures {
+		return
+	}
+	temp := map[string]string{}
+	var copies, temps []string
+	for _, name := range names {
+		if used[name] && !changed[name] {
+			r.seq++
+			temp[name] = fmt.Sprintf("_godistV%d", r.seq)
+			copies = append(copies, name)
+			temps = append(temps, temp[name])
+		}
+	}
+	if len(copies) == 0 {
+		return
+	}
+	for _, h := range header {
+		if h == nil || reflect.ValueOf(h).IsNil() {
+			continue
+		}
+		ast.Inspect(h, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncLit:
+				return false
+			case *ast.SelectorExpr:
+				ast.Inspect(n.X, func(m ast.Node) bool { return r.renameIdent(m, temp) })
+				return false
+			}
+			return r.renameIdent(n, temp)
+		})
+	}
+	open := fmt.Sprintf(" %s := %s; ", strings.Join(copies, ", "), strings.Join(temps, ", "))
+	at := r.off(body.Lbrace) + 1
+	r.edits = append(r.edits, edit{at, at, func() string { return open }})
+}
+
+// renameIdent renames an identifier of the map (for loopVars); it returns true to go on.
+func (r *rewriter) renameIdent(n ast.Node, to map[string]string) bool {
+	if id, ok := n.(*ast.Ident); ok {
+		if t, ok := to[id.Name]; ok {
+			r.renamed[id] = t
+			r.edits = append(r.edits, edit{r.off(id.Pos()), r.off(id.End()), func() string { return t }})
+		}
+	}
+	return true
 }
 
 // position formats n's position the way yaegi does (line+1:col), for compileError.
@@ -515,31 +622,67 @@ func (r *rewriter) goStmt(n *ast.GoStmt) {
 	r.seq++
 	seq := r.seq
 	r.edits = append(r.edits, edit{r.off(n.Pos()), r.off(n.End()), func() string {
-		var decl, vals []string
-		args := make([]string, len(call.Args))
-		for i, a := range call.Args {
-			text := r.src(a)
-			if lit, ok := a.(*ast.BasicLit); ok && lit.Kind != token.IMAG || isFuncLit(a) {
-				args[i] = text // constants keep their untyped-ness; literals have no state to capture
-				continue
-			}
-			name := fmt.Sprintf("_godistA%d_%d", seq, i)
-			decl = append(decl, name)
-			vals = append(vals, text)
-			args[i] = name
-		}
-		ell := ""
-		if call.Ellipsis.IsValid() {
-			ell = "..."
-		}
-		var b strings.Builder
-		b.WriteString("{ ")
-		if len(decl) > 0 {
-			fmt.Fprintf(&b, "%s := %s; ", strings.Join(decl, ", "), strings.Join(vals, ", "))
-		}
-		fmt.Fprintf(&b, "go func() { %s%s(%s%s) }() }", recoverStmt, r.src(call.Fun), strings.Join(args, ", "), ell)
-		return b.String()
+		decl, text := r.captureCall(call, seq)
+		return fmt.Sprintf("{ %sgo func() { %s%s }() }", decl, recoverStmt, text)
 	}})
+}
+
+// deferStmt rewrites a defer statement of a cell's top-level code (outside any function):
+// yaegi keeps it in the interpreter's global frame and runs it again after every later
+// evaluation. The call's arguments are evaluated now, as Go does, and the call is handed to
+// the session, which runs it once, when the cell ends (last deferred first).
+//
+// The temporaries holding the arguments sit in a block at the top level (so that they do
+// not become globals), but right in the statement list elsewhere: a temporary in a nested
+// block of a loop body is one variable for all iterations in yaegi's top-level code.
+func (r *rewriter) deferStmt(n *ast.DeferStmt, top bool) {
+	call := n.Call
+	r.seq++
+	seq := r.seq
+	r.edits = append(r.edits, edit{r.off(n.Pos()), r.off(n.End()), func() string {
+		decl, text := r.captureCall(call, seq)
+		stmt := fmt.Sprintf("%s%s.Defer(func() { %s })", decl, rtPkgName, text)
+		if top {
+			return "{ " + stmt + " }"
+		}
+		return stmt
+	}})
+}
+
+// captureCall returns a definition of temporaries holding call's arguments (empty, or
+// ending in "; ") and the call of call.Fun with them, for a go or defer statement.
+func (r *rewriter) captureCall(call *ast.CallExpr, seq int) (decl, text string) {
+	var names, vals []string
+	args := make([]string, len(call.Args))
+	for i, a := range call.Args {
+		src := r.src(a)
+		if lit, ok := a.(*ast.BasicLit); ok && lit.Kind != token.IMAG || isFuncLit(a) {
+			args[i] = src // constants keep their untyped-ness; literals have no state to capture
+			continue
+		}
+		name := fmt.Sprintf("_godistA%d_%d", seq, i)
+		names = append(names, name)
+		vals = append(vals, src)
+		args[i] = name
+	}
+	ell := ""
+	if call.Ellipsis.IsValid() {
+		ell = "..."
+	}
+	if len(names) > 0 {
+		decl = fmt.Sprintf("%s := %s; ", strings.Join(names, ", "), strings.Join(vals, ", "))
+	}
+	return decl, fmt.Sprintf("%s(%s%s)", r.src(call.Fun), strings.Join(args, ", "), ell)
+}
+
+// inFuncLit reports whether the innermost node of the stack is inside a function literal.
+func inFuncLit(stack []ast.Node) bool {
+	for _, n := range stack {
+		if _, ok := n.(*ast.FuncLit); ok {
+			return true
+		}
+	}
+	return false
 }
 
 func isFuncLit(e ast.Expr) bool {

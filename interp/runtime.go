@@ -131,8 +131,39 @@ func (s *Session) symbolTables() []yaegi.Exports {
 		"GoPanic": reflect.ValueOf(s.goPanic),
 		"Clear":   reflect.ValueOf(clearValue),
 		"Line":    reflect.ValueOf(&s.mark),
+		"Defer":   reflect.ValueOf(s.deferCall),
 	}}
 	return []yaegi.Exports{std, overrides, yaegi.Exports(symbols.Symbols), rt}
+}
+
+// deferCall keeps a call that a defer statement of the cell's top-level code deferred;
+// runDeferred runs it when the cell ends. A replay (quiet) defers nothing.
+func (s *Session) deferCall(f func()) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.quiet {
+		s.deferred = append(s.deferred, f)
+	}
+}
+
+// runDeferred runs the calls the cell's top-level code deferred, last first, and returns
+// the first panic among them as the cell's error.
+func (s *Session) runDeferred() (err error) {
+	s.mu.Lock()
+	calls := s.deferred
+	s.deferred = nil
+	s.mu.Unlock()
+	for i := len(calls) - 1; i >= 0; i-- {
+		func() {
+			defer func() {
+				if r := recover(); r != nil && err == nil {
+					err = panicError(r, "deferred call ", nil)
+				}
+			}()
+			calls[i]()
+		}()
+	}
+	return err
 }
 
 // sleep is time.Sleep for cells: it returns early when the running cell is interrupted, so

@@ -8,6 +8,8 @@
 // imports already done are skipped. When the last piece is an expression, its value is the
 // cell's result: text/plain, plus image/png for an image.Image, text/html, text/markdown
 // or image/svg+xml for a value with an HTML, Markdown or SVG method returning a string.
+// A call with several results shows them as a tuple, `(12, <nil>)`, strings quoted; a nil
+// error or nil interface (display.JSON's result) shows nothing, as Python's None.
 //
 // Before evaluation the session rewrites what yaegi cannot run: `for i := range n` over an
 // integer, `min`, `max` and `clear`, and every `go` statement (the goroutine recovers its
@@ -15,6 +17,10 @@
 // that defines several variables from one value (`a, err := f()`, `v, ok := m[k]`, which
 // yaegi leaves undefined there) runs inside a function literal; a top-level call of a
 // function literal is put in a block (yaegi would run it again in every later cell).
+// A `defer` of top-level code runs once, when its cell ends (last deferred first), with
+// the arguments it had at the defer statement. The variables of a 3-clause or range `for`
+// are per iteration, as in Go 1.22, when the body makes closures, defers or starts
+// goroutines (the header gets a temporary name and the body defines the variable from it).
 // Statements that may panic record their cell position first, so that a panic's
 // traceback names the line that panicked. os.Exit and log.Fatal panic with an ExitError
 // instead of exiting, time.Sleep wakes up when the cell is interrupted, and os.Stdout,
@@ -125,6 +131,7 @@ type Session struct {
 	goErr      *EvalError // first goroutine panic of the running cell
 	pendingErr *EvalError // goroutine panic after its cell ended
 	frames     []string   // panic trace lines of the running cell
+	deferred   []func()   // calls deferred by the running cell's top-level code
 	// mark is the position (line<<16 | column) of the statement instrumented code started
 	// last (see rewriter.markLines); interpreted code writes it without a lock, and a
 	// panic's first trace line reads and clears it.
@@ -273,6 +280,9 @@ func (s *Session) Execute(ctx context.Context, code string, out Output) (*Result
 		lo.Stream("stderr", "godist: a goroutine of an earlier cell failed: "+pending.Value+"\n")
 	}
 	res, err := s.dispatch(cellCtx, code, lo)
+	if derr := s.runDeferred(); derr != nil && err == nil {
+		res, err = nil, derr
+	}
 	if err == nil {
 		return res, nil
 	}

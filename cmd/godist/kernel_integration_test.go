@@ -166,6 +166,12 @@ func TestKernelState(t *testing.T) {
 	kernelRunScript(t, "testdata/state.py")
 }
 
+// TestKernelGoSemantics runs testdata/gosem.py: top-level defer, per-iteration loop
+// variables, several result values, a display call's nil error and index panics.
+func TestKernelGoSemantics(t *testing.T) {
+	kernelRunScript(t, "testdata/gosem.py")
+}
+
 // kernelRunScript runs a unittest script of testdata against the installed kernel and
 // fails with its output when a test fails.
 func kernelRunScript(t *testing.T, script string) {

@@ -88,14 +88,26 @@ func (interp *Interpreter) CompileAST(n ast.Node) (*Program, error) {
 		}
 	}
 
+	// godist patch: a failed compilation leaves the package's symbols as they were
+	// (upstream kept `z` of `var z int = "s"` defined, as a zero value).
+	restore := interp.snapshotScope(pkgName)
+	defer func() {
+		if r := recover(); r != nil {
+			restore()
+			panic(r)
+		}
+	}()
+
 	// Perform global types analysis.
 	if err = interp.gtaRetry([]*node{root}, pkgName, pkgName); err != nil {
+		restore()
 		return nil, err
 	}
 
 	// Annotate AST with CFG informations.
 	initNodes, err := interp.cfg(root, nil, pkgName, pkgName)
 	if err != nil {
+		restore()
 		if interp.cfgDot {
 			dotCmd := interp.dotCmd
 			if dotCmd == "" {
@@ -204,4 +216,29 @@ func (interp *Interpreter) ExecuteWithContext(ctx context.Context, p *Program) (
 	case <-done:
 	}
 	return res, err
+}
+
+// snapshotScope records the symbols of a package's scope and returns a function that puts
+// them back: new names are removed, replaced ones restored (godist patch).
+func (interp *Interpreter) snapshotScope(pkgName string) func() {
+	interp.mutex.RLock()
+	sc := interp.scopes[pkgName]
+	interp.mutex.RUnlock()
+	if sc == nil {
+		return func() {}
+	}
+	saved := make(map[string]*symbol, len(sc.sym))
+	for k, v := range sc.sym {
+		saved[k] = v
+	}
+	return func() {
+		for k := range sc.sym {
+			if _, ok := saved[k]; !ok {
+				delete(sc.sym, k)
+			}
+		}
+		for k, v := range saved {
+			sc.sym[k] = v
+		}
+	}
 }

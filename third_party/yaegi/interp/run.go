@@ -956,7 +956,7 @@ func genBuiltinDeferWrapper(n *node, in, out []func(*frame) reflect.Value, fn fu
 			val := make([]reflect.Value, len(in)+1)
 			inTypes := make([]reflect.Type, len(in))
 			for i, v := range in {
-				val[i+1] = v(f)
+				val[i+1] = detach(v(f))
 				inTypes[i] = val[i+1].Type()
 			}
 			outTypes := make([]reflect.Type, len(out))
@@ -1002,8 +1002,17 @@ func genFunctionWrapper(n *node) func(*frame) reflect.Value {
 		rcvr = genValueRecv(n)
 	}
 	funcType := n.typ.TypeOf()
+	// A deferred literal keeps the frame: recover reads the panic from it.
+	closure := n.kind == funcLit && !(n.anc != nil && n.anc.anc != nil && n.anc.anc.kind == deferStmt)
 
 	return func(f *frame) reflect.Value {
+		if closure {
+			// godist patch: a function literal handed to compiled code keeps the variables
+			// it captures as they are now, like getFunc's closures: upstream kept the
+			// frame itself, so a literal made in each iteration of a loop saw the
+			// variables of the last one.
+			f = f.clone()
+		}
 		return reflect.MakeFunc(funcType, func(in []reflect.Value) []reflect.Value {
 			// Allocate and init local frame. All values to be settable and addressable.
 			// godist patch: the frame takes the interpreter's current run id and done
@@ -1307,7 +1316,7 @@ func call(n *node) {
 			val := make([]reflect.Value, len(values)+1)
 			val[0] = value(f)
 			for i, v := range values {
-				val[i+1] = v(f)
+				val[i+1] = detach(v(f))
 			}
 			f.deferred = append([][]reflect.Value{val}, f.deferred...)
 			return tnext
@@ -1586,7 +1595,7 @@ func callBin(n *node) {
 			val := make([]reflect.Value, l+1)
 			val[0] = value(f)
 			for i, v := range values {
-				val[i+1] = getBinValue(getMapType, v, f)
+				val[i+1] = detach(getBinValue(getMapType, v, f))
 			}
 			f.deferred = append([][]reflect.Value{val}, f.deferred...)
 			return tnext
@@ -1821,6 +1830,18 @@ func indexChecked(v reflect.Value, i int) reflect.Value {
 		}
 	}
 	return v.Index(i)
+}
+
+// detach returns a copy of an addressable value (a variable's storage in a frame), so that
+// a deferred call keeps the value its argument had at the defer statement, as in Go
+// (godist patch: upstream kept the variable and the call saw its last value).
+func detach(v reflect.Value) reflect.Value {
+	if !v.IsValid() || !v.CanAddr() {
+		return v
+	}
+	c := reflect.New(v.Type()).Elem()
+	c.Set(v)
+	return c
 }
 
 // getIndexMap retrieves map value from index.
