@@ -49,11 +49,16 @@ func TestIntraOpParallelismThreads(t *testing.T) {
 		if got := device.Threads(device.Default()); got != tc.threads || device.GetIntraOpParallelismThreads() != tc.intra {
 			t.Errorf("intra %d: Threads = %d, want %d", tc.intra, got, tc.threads)
 		}
-		before := goroutinesCreated(t)
-		for range calls {
-			tensor.MatMul(a, b, false, false)
+		// Goroutines other code starts meanwhile (a previous test's servers) only add to
+		// the count: the fewest of three tries is the kernels' own.
+		started := uint64(1 << 62)
+		for range 3 {
+			before := goroutinesCreated(t)
+			for range calls {
+				tensor.MatMul(a, b, false, false)
+			}
+			started = min(started, goroutinesCreated(t)-before)
 		}
-		started := goroutinesCreated(t) - before
 		if tc.wantGoroutines && started < calls || !tc.wantGoroutines && started >= calls {
 			t.Errorf("intra %d: %d MatMuls started %d goroutines; want %v at least one each", tc.intra, calls, started, tc.wantGoroutines)
 		}
