@@ -174,6 +174,7 @@ func Reset() {
 	logPlacement.Store(false)
 	logOut.Store(nil)
 	scopes.reset()
+	resetThreading()
 }
 
 // ResetForTesting is Reset; the name says what it is for.
@@ -492,12 +493,13 @@ func ListLogicalDevices(kind string) []LogicalDevice {
 func Default() string { return LocalPrefix + "CPU:0" }
 
 // Threads returns how many goroutines a kernel on the named logical device may use: for a
-// CPU device, its share of the cores (NumCPU divided by the number of logical CPUs, at least 1).
+// CPU device, its share of the cores (NumCPU divided by the number of logical CPUs, at
+// least 1), at most SetIntraOpParallelismThreads' setting when there is one.
 func Threads(name string) int {
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
 	if reg.initialized {
-		return reg.cpuThreads
+		return capIntraOp(reg.cpuThreads)
 	}
 	n := 0
 	for _, p := range reg.phys {
@@ -505,7 +507,7 @@ func Threads(name string) int {
 			n += max(1, len(p.logical))
 		}
 	}
-	return max(1, numCPU/max(1, n))
+	return capIntraOp(max(1, numCPU/max(1, n)))
 }
 
 // parseLocal splits a canonical local name into type and index.

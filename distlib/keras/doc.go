@@ -24,6 +24,18 @@
 //	logs := model.Evaluate(test)
 //	fmt.Println(logs["loss"], logs["accuracy"])
 //
+// Tensors work as in Keras too, model.fit(x, y, batch_size=64, validation_split=0.2):
+//
+//	model.Fit(x, y, keras.BatchSize(64), keras.Epochs(5), keras.ValidationSplit(0.2))
+//
+// and so does the functional API for a chain of layers, with layer.trainable:
+//
+//	inputs := keras.Input(784)
+//	base := layers.Dense(64, layers.ReLU)
+//	outputs := layers.Dense(10).Call(base.Call(inputs))
+//	model := keras.NewModel(inputs, outputs)
+//	base.SetTrainable(false)
+//
 // # Distribution
 //
 // A model captures distribute.GetStrategy() when Sequential makes it. Each Fit step splits

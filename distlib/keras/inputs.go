@@ -2,6 +2,7 @@ package keras
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math"
 
 	"godist/distlib/data"
@@ -161,9 +162,17 @@ func (m *Model) tensorData(op string, x, y *tensor.Tensor, cfg *runConfig) *data
 	}
 	if !cfg.noShuffle {
 		// One uniform shuffle per epoch (each epoch opens a new iterator), from the model's
-		// seed: workers sharing the model's seed see the same order.
+		// seed. Several workers each take their part of every global batch: they must all
+		// shuffle alike, so their seed comes from what they share (the model's name and
+		// step count) rather than from the process's random seed.
 		m.mu.Lock()
-		seed := int64(mix(m.seed, uint64(m.step)) >> 1)
+		base := m.seed
+		if _, workers := m.strategy.ExtendedWorker(); workers > 1 {
+			h := fnv.New64a()
+			h.Write([]byte(m.name))
+			base = h.Sum64()
+		}
+		seed := int64(mix(base, uint64(m.step)) >> 1)
 		m.mu.Unlock()
 		train = train.Shuffle(nTrain, seed)
 	}

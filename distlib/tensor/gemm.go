@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"runtime"
 	"sync"
+
+	"godist/distlib/device"
 )
 
 // Matrix multiply kernels. sgemm is the entry point: C = alpha*op(A)*op(B) + beta*C on
@@ -48,6 +50,7 @@ func sgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []flo
 	if m == 0 || n == 0 {
 		return
 	}
+	defer device.AcquireOpSlot()() // the inter-op limit
 	if threads > 1 && m >= 16*threads && m*n*k >= 1<<18 {
 		parallelRows(threads, m, func(r0, r1 int) {
 			var aa []float32

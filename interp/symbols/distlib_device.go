@@ -15,6 +15,7 @@ import (
 func init() {
 	Symbols["godist/distlib/device/device"] = map[string]reflect.Value{
 		// function, constant and variable definitions
+		"AcquireOpSlot":                 reflect.ValueOf(device.AcquireOpSlot),
 		"BackendFor":                    reflect.ValueOf(device.BackendFor),
 		"CPU":                           reflect.ValueOf(constant.MakeFromLiteral("\"CPU\"", token.STRING, 0)),
 		"Canonical":                     reflect.ValueOf(device.Canonical),
@@ -25,6 +26,8 @@ func init() {
 		"ErrNotFound":                   reflect.ValueOf(&device.ErrNotFound).Elem(),
 		"ErrUnsupported":                reflect.ValueOf(&device.ErrUnsupported).Elem(),
 		"GPU":                           reflect.ValueOf(constant.MakeFromLiteral("\"GPU\"", token.STRING, 0)),
+		"GetInterOpParallelismThreads":  reflect.ValueOf(device.GetInterOpParallelismThreads),
+		"GetIntraOpParallelismThreads":  reflect.ValueOf(device.GetIntraOpParallelismThreads),
 		"GetLogicalDeviceConfiguration": reflect.ValueOf(device.GetLogicalDeviceConfiguration),
 		"GetMemoryGrowth":               reflect.ValueOf(device.GetMemoryGrowth),
 		"GetVisibleDevices":             reflect.ValueOf(device.GetVisibleDevices),
@@ -36,11 +39,14 @@ func init() {
 		"LogDevicePlacement":            reflect.ValueOf(device.LogDevicePlacement),
 		"LogOp":                         reflect.ValueOf(device.LogOp),
 		"MustResolve":                   reflect.ValueOf(device.MustResolve),
+		"PeakConcurrentOps":             reflect.ValueOf(device.PeakConcurrentOps),
 		"Placement":                     reflect.ValueOf(device.Placement),
 		"Register":                      reflect.ValueOf(device.Register),
 		"Reset":                         reflect.ValueOf(device.Reset),
 		"ResetForTesting":               reflect.ValueOf(device.ResetForTesting),
 		"Resolve":                       reflect.ValueOf(device.Resolve),
+		"SetInterOpParallelismThreads":  reflect.ValueOf(device.SetInterOpParallelismThreads),
+		"SetIntraOpParallelismThreads":  reflect.ValueOf(device.SetIntraOpParallelismThreads),
 		"SetLogDevicePlacement":         reflect.ValueOf(device.SetLogDevicePlacement),
 		"SetLogOutput":                  reflect.ValueOf(device.SetLogOutput),
 		"SetLogicalDeviceConfiguration": reflect.ValueOf(device.SetLogicalDeviceConfiguration),

@@ -1,0 +1,62 @@
+package keras_test
+
+import (
+	"strings"
+	"testing"
+
+	"godist/distlib/data"
+	"godist/distlib/device"
+	"godist/distlib/keras"
+	"godist/distlib/keras/layers"
+	"godist/distlib/mesh"
+	"godist/distlib/tensor"
+)
+
+// TestFunctionalUnderDataParallel: the functional model trains under mesh.DataParallel as
+// the Sequential one does, and freezing a layer after the mesh engine built the model is an
+// error saying to freeze it before, not a silently ignored flag.
+func TestFunctionalUnderDataParallel(t *testing.T) {
+	device.Reset()
+	if err := device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(device.Reset)
+	ds := data.FromTensorSlices(tensor.RandomNormal([]int{32, 4}, 0, 1, 1), tensor.RandomNormal([]int{32, 2}, 0, 1, 2)).Batch(8, false)
+	var dense *layers.DenseLayer
+	train := func(functional bool) *keras.Model {
+		keras.SetRandomSeed(5)
+		var m *keras.Model
+		mesh.NewDataParallel(mesh.WithDevices(mesh.ListDevices("CPU")...)).Scope(func() {
+			if functional {
+				in := keras.Input(4)
+				dense = layers.Dense(8, layers.ReLU)
+				m = keras.NewModel(in, layers.Dense(2).Call(dense.Call(in)))
+			} else {
+				m = keras.Sequential(layers.Input(4), layers.Dense(8, layers.ReLU), layers.Dense(2))
+			}
+			m.Compile(keras.SGD(0.05), keras.MeanSquaredError())
+		})
+		if m.MeshEngine() == nil {
+			t.Fatal("no mesh engine under DataParallel")
+		}
+		m.Fit(ds, keras.Epochs(2), keras.Verbose(0))
+		return m
+	}
+	fn, seq := train(true), train(false)
+	a, b := fn.GetWeights(), seq.GetWeights()
+	for i := range a {
+		for j, v := range a[i].Data() {
+			if d := v - b[i].Data()[j]; d > 1e-5 || d < -1e-5 {
+				t.Fatalf("weight %d[%d]: functional %v, sequential %v", i, j, v, b[i].Data()[j])
+			}
+		}
+	}
+	dense.SetTrainable(false)
+	defer func() {
+		err, _ := recover().(error)
+		if err == nil || !strings.Contains(err.Error(), "call SetTrainable before") {
+			t.Errorf("Fit after freezing under DataParallel: %v, want an error saying to freeze before building", err)
+		}
+	}()
+	fn.Fit(ds, keras.Epochs(1), keras.Verbose(0))
+}
