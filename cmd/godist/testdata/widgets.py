@@ -147,14 +147,23 @@ class GodistWidgetTests(KernelCase):
         self.assertEqual(self.value('b.Get("disabled")'), "true")
 
     def test_update_after_cell_ends(self):
-        pub = self.run_ok('import "time"\nl := widgets.NewLabel("start")\nl.Display()\n'
-                          'go func() { time.Sleep(300 * time.Millisecond); l.SetValue("done") }()')
-        lid = self.opens(pub)["LabelModel"]["comm_id"]
-        deadline = time.time() + TIMEOUT
+        # interp cuts a goroutine's time.Sleep short when its cell ends; a timer is not.
+        msg_id = self.kc.execute('import "time"\nl := widgets.NewLabel("start")\nl.Display()\n'
+                                 'go func() { <-time.After(time.Second); l.SetValue("done") }()')
+        self.assertEqual(self.reply_to(msg_id)["content"]["status"], "ok")
+        lid, idle, deadline = None, False, time.time() + TIMEOUT
         while True:
             m = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.time()))
-            if m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == lid:
+            parent = m["parent_header"].get("msg_id")
+            if m["msg_type"] == "comm_open" and m["content"]["data"]["_model_name"] == "LabelModel":
+                lid = m["content"]["comm_id"]
+            elif m["msg_type"] == "status" and parent == msg_id and m["content"]["execution_state"] == "idle":
+                idle = True
+            elif m["msg_type"] == "comm_msg" and m["content"]["comm_id"] == lid and "state" in m["content"]["data"]:
                 self.assertEqual(m["content"]["data"]["state"], {"value": "done"})
+                # Sent by the goroutine, usually after the cell's idle (then with no parent).
+                self.assertIn(parent, (None, msg_id))
+                self.assertTrue(idle or parent == msg_id)
                 return
 
     def test_output_capture_keeps_order(self):
