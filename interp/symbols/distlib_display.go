@@ -27,6 +27,7 @@ func init() {
 		"SVG":          reflect.ValueOf(display.SVG),
 		"SetPublisher": reflect.ValueOf(display.SetPublisher),
 		"Show":         reflect.ValueOf(display.Show),
+		"Sync":         reflect.ValueOf(display.Sync),
 		"Text":         reflect.ValueOf(display.Text),
 
 		// type definitions
@@ -34,10 +35,12 @@ func init() {
 		"Handle":    reflect.ValueOf((*display.Handle)(nil)),
 		"Inputter":  reflect.ValueOf((*display.Inputter)(nil)),
 		"Publisher": reflect.ValueOf((*display.Publisher)(nil)),
+		"Syncer":    reflect.ValueOf((*display.Syncer)(nil)),
 
 		// interface wrapper definitions
 		"_Inputter":  reflect.ValueOf((*_godist_distlib_display_Inputter)(nil)),
 		"_Publisher": reflect.ValueOf((*_godist_distlib_display_Publisher)(nil)),
+		"_Syncer":    reflect.ValueOf((*_godist_distlib_display_Syncer)(nil)),
 	}
 }
 
@@ -67,4 +70,14 @@ func (W _godist_distlib_display_Publisher) Display(data display.Bundle, metadata
 }
 func (W _godist_distlib_display_Publisher) Update(data display.Bundle, metadata display.Bundle, id string) {
 	W.WUpdate(data, metadata, id)
+}
+
+// _godist_distlib_display_Syncer is an interface wrapper for Syncer type
+type _godist_distlib_display_Syncer struct {
+	IValue interface{}
+	WSync  func()
+}
+
+func (W _godist_distlib_display_Syncer) Sync() {
+	W.WSync()
 }

@@ -29,7 +29,7 @@ import (
 // collective and transport are plumbing for distribute and cluster, not for cells.
 var packages = []string{
 	"display", "device", "tensor", "data", "datasets",
-	"cluster", "distribute", "optim", "keras", "keras/layers", "keras/callbacks", "mesh",
+	"cluster", "distribute", "optim", "keras", "keras/layers", "keras/callbacks", "mesh", "widgets",
 }
 
 func main() {

@@ -1,0 +1,11 @@
+package main
+
+import "testing"
+
+// TestKernelWidgets runs the widget protocol tests through jupyter_client, speaking as
+// Debian's Notebook 6 widget front end: the version comm, model state, updates (also after
+// the cell), display, a button click reaching its Go callback, Output capture, close, and
+// Keras' Fit drawing its bar as widgets only when the front end validated.
+func TestKernelWidgets(t *testing.T) {
+	kernelRunScript(t, "testdata/widgets.py")
+}
