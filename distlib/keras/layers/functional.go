@@ -83,3 +83,6 @@ func (l *Conv2DLayer) Call(x *SymbolicTensor) *SymbolicTensor { return CallSymbo
 
 // Call applies the layer to a symbolic tensor (Keras' functional API); see CallSymbolic.
 func (l *MaxPooling2DLayer) Call(x *SymbolicTensor) *SymbolicTensor { return CallSymbolic(l, x) }
+
+// Call applies the layer to a symbolic tensor (Keras' functional API); see CallSymbolic.
+func (l *EmbeddingLayer) Call(x *SymbolicTensor) *SymbolicTensor { return CallSymbolic(l, x) }
