@@ -165,9 +165,12 @@ type _godist_distlib_distribute_Coordinated struct {
 	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
 	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
 	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
+	WExtendedApplyGradientsOnPS     func(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error
 	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
 	WExtendedIsChief                func() bool
 	WExtendedMirrorsVariables       func() bool
+	WExtendedPlaceVariables         func(names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error)
+	WExtendedReadVariables          func(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
 	WExtendedReplicaDevices         func() []string
 	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
 	WExtendedVariableDevice         func() string
@@ -199,6 +202,9 @@ func (W _godist_distlib_distribute_Coordinated) ExtendedAllReduce(ctx context.Co
 func (W _godist_distlib_distribute_Coordinated) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
 }
+func (W _godist_distlib_distribute_Coordinated) ExtendedApplyGradientsOnPS(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	return W.WExtendedApplyGradientsOnPS(ctx, opt, grads, vars)
+}
 func (W _godist_distlib_distribute_Coordinated) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
 	return W.WExtendedAutoShard(op, ds)
 }
@@ -207,6 +213,12 @@ func (W _godist_distlib_distribute_Coordinated) ExtendedIsChief() bool {
 }
 func (W _godist_distlib_distribute_Coordinated) ExtendedMirrorsVariables() bool {
 	return W.WExtendedMirrorsVariables()
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedPlaceVariables(names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error) {
+	return W.WExtendedPlaceVariables(names, vars)
+}
+func (W _godist_distlib_distribute_Coordinated) ExtendedReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
+	return W.WExtendedReadVariables(ctx, vars)
 }
 func (W _godist_distlib_distribute_Coordinated) ExtendedReplicaDevices() []string {
 	return W.WExtendedReplicaDevices()

@@ -6,6 +6,7 @@
 package symbols
 
 import (
+	"context"
 	"go/constant"
 	"go/token"
 	"godist/distlib/keras"
@@ -20,6 +21,7 @@ func init() {
 		"Accuracy":                      reflect.ValueOf(keras.Accuracy),
 		"Adam":                          reflect.ValueOf(keras.Adam),
 		"BackupAndRestore":              reflect.ValueOf(keras.BackupAndRestore),
+		"BatchSize":                     reflect.ValueOf(keras.BatchSize),
 		"Beta1":                         reflect.ValueOf(keras.Beta1),
 		"Beta2":                         reflect.ValueOf(keras.Beta2),
 		"BinaryAccuracy":                reflect.ValueOf(keras.BinaryAccuracy),
@@ -36,18 +38,21 @@ func init() {
 		"ErrWeights":                    reflect.ValueOf(&keras.ErrWeights).Elem(),
 		"ExponentialDecay":              reflect.ValueOf(keras.ExponentialDecay),
 		"InitialEpoch":                  reflect.ValueOf(keras.InitialEpoch),
+		"Input":                         reflect.ValueOf(keras.Input),
 		"InverseTimeDecay":              reflect.ValueOf(keras.InverseTimeDecay),
 		"LatestCheckpoint":              reflect.ValueOf(keras.LatestCheckpoint),
 		"LearningRateScheduler":         reflect.ValueOf(keras.LearningRateScheduler),
 		"LossFunc":                      reflect.ValueOf(keras.LossFunc),
 		"MaxEvaluations":                reflect.ValueOf(keras.MaxEvaluations),
 		"Mean":                          reflect.ValueOf(keras.Mean),
+		"MeanAbsoluteError":             reflect.ValueOf(keras.MeanAbsoluteError),
 		"MeanSquaredError":              reflect.ValueOf(keras.MeanSquaredError),
 		"Mode":                          reflect.ValueOf(keras.Mode),
 		"ModelCheckpoint":               reflect.ValueOf(keras.ModelCheckpoint),
 		"Momentum":                      reflect.ValueOf(keras.Momentum),
 		"Monitor":                       reflect.ValueOf(keras.Monitor),
 		"Nesterov":                      reflect.ValueOf(keras.Nesterov),
+		"NewModel":                      reflect.ValueOf(keras.NewModel),
 		"NewSidecarEvaluator":           reflect.ValueOf(keras.NewSidecarEvaluator),
 		"PSPipeline":                    reflect.ValueOf(keras.PSPipeline),
 		"PiecewiseConstantDecay":        reflect.ValueOf(keras.PiecewiseConstantDecay),
@@ -65,6 +70,7 @@ func init() {
 		"Sequential":                    reflect.ValueOf(keras.Sequential),
 		"SetDistributionHook":           reflect.ValueOf(keras.SetDistributionHook),
 		"SetRandomSeed":                 reflect.ValueOf(keras.SetRandomSeed),
+		"Shuffle":                       reflect.ValueOf(keras.Shuffle),
 		"SidecarDone":                   reflect.ValueOf(keras.SidecarDone),
 		"SidecarPollInterval":           reflect.ValueOf(keras.SidecarPollInterval),
 		"SidecarTensorBoard":            reflect.ValueOf(keras.SidecarTensorBoard),
@@ -76,6 +82,7 @@ func init() {
 		"TensorBoard":                   reflect.ValueOf(keras.TensorBoard),
 		"TerminateOnNaN":                reflect.ValueOf(keras.TerminateOnNaN),
 		"ValidationData":                reflect.ValueOf(keras.ValidationData),
+		"ValidationSplit":               reflect.ValueOf(keras.ValidationSplit),
 		"ValidationSteps":               reflect.ValueOf(keras.ValidationSteps),
 		"Verbose":                       reflect.ValueOf(keras.Verbose),
 		"WithReduction":                 reflect.ValueOf(keras.WithReduction),
@@ -210,8 +217,8 @@ type _godist_distlib_keras_MeshEngine struct {
 	WBuild           func(ls []layers.Layer, params []keras.MeshParam) error
 	WDeviceVariables func() [][]*tensor.Variable
 	WDevices         func() []string
-	WForward         func(x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
-	WTrainStep       func(step keras.MeshStep) (keras.MeshStepResult, error)
+	WForward         func(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
+	WTrainStep       func(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error)
 	WWeights         func() []*tensor.Tensor
 }
 
@@ -227,11 +234,11 @@ func (W _godist_distlib_keras_MeshEngine) DeviceVariables() [][]*tensor.Variable
 func (W _godist_distlib_keras_MeshEngine) Devices() []string {
 	return W.WDevices()
 }
-func (W _godist_distlib_keras_MeshEngine) Forward(x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error) {
-	return W.WForward(x, training, seed)
+func (W _godist_distlib_keras_MeshEngine) Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error) {
+	return W.WForward(ctx, x, training, seed)
 }
-func (W _godist_distlib_keras_MeshEngine) TrainStep(step keras.MeshStep) (keras.MeshStepResult, error) {
-	return W.WTrainStep(step)
+func (W _godist_distlib_keras_MeshEngine) TrainStep(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error) {
+	return W.WTrainStep(ctx, step)
 }
 func (W _godist_distlib_keras_MeshEngine) Weights() []*tensor.Tensor {
 	return W.WWeights()

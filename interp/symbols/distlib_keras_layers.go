@@ -14,6 +14,7 @@ import (
 func init() {
 	Symbols["godist/distlib/keras/layers/layers"] = map[string]reflect.Value{
 		// function, constant and variable definitions
+		"CallSymbolic":       reflect.ValueOf(layers.CallSymbolic),
 		"Conv2D":             reflect.ValueOf(layers.Conv2D),
 		"Dense":              reflect.ValueOf(layers.Dense),
 		"Dropout":            reflect.ValueOf(layers.Dropout),
@@ -22,9 +23,11 @@ func init() {
 		"Flatten":            reflect.ValueOf(layers.Flatten),
 		"Input":              reflect.ValueOf(layers.Input),
 		"InputShape":         reflect.ValueOf(layers.InputShape),
+		"LayerTrainable":     reflect.ValueOf(layers.LayerTrainable),
 		"Linear":             reflect.ValueOf(layers.Linear),
 		"MaxPooling2D":       reflect.ValueOf(layers.MaxPooling2D),
 		"Name":               reflect.ValueOf(layers.Name),
+		"NewSymbolicInput":   reflect.ValueOf(layers.NewSymbolicInput),
 		"Padding":            reflect.ValueOf(layers.Padding),
 		"ReLU":               reflect.ValueOf(layers.ReLU),
 		"ResetNames":         reflect.ValueOf(layers.ResetNames),
@@ -47,10 +50,13 @@ func init() {
 		"Option":            reflect.ValueOf((*layers.Option)(nil)),
 		"Param":             reflect.ValueOf((*layers.Param)(nil)),
 		"ReshapeLayer":      reflect.ValueOf((*layers.ReshapeLayer)(nil)),
+		"SymbolicTensor":    reflect.ValueOf((*layers.SymbolicTensor)(nil)),
+		"TrainableLayer":    reflect.ValueOf((*layers.TrainableLayer)(nil)),
 
 		// interface wrapper definitions
-		"_Layer":  reflect.ValueOf((*_godist_distlib_keras_layers_Layer)(nil)),
-		"_Option": reflect.ValueOf((*_godist_distlib_keras_layers_Option)(nil)),
+		"_Layer":          reflect.ValueOf((*_godist_distlib_keras_layers_Layer)(nil)),
+		"_Option":         reflect.ValueOf((*_godist_distlib_keras_layers_Option)(nil)),
+		"_TrainableLayer": reflect.ValueOf((*_godist_distlib_keras_layers_TrainableLayer)(nil)),
 	}
 }
 
@@ -83,4 +89,38 @@ func (W _godist_distlib_keras_layers_Layer) Name() string {
 // _godist_distlib_keras_layers_Option is an interface wrapper for Option type
 type _godist_distlib_keras_layers_Option struct {
 	IValue interface{}
+}
+
+// _godist_distlib_keras_layers_TrainableLayer is an interface wrapper for TrainableLayer type
+type _godist_distlib_keras_layers_TrainableLayer struct {
+	IValue        interface{}
+	WBuild        func(inputShape []int, seed uint64) (outputShape []int, params []layers.Param, err error)
+	WClass        func() string
+	WForward      func(x *tensor.Tensor, params []*tensor.Tensor, training bool, seed uint64) *tensor.Tensor
+	WInputShape   func() []int
+	WName         func() string
+	WSetTrainable func(on bool)
+	WTrainable    func() bool
+}
+
+func (W _godist_distlib_keras_layers_TrainableLayer) Build(inputShape []int, seed uint64) (outputShape []int, params []layers.Param, err error) {
+	return W.WBuild(inputShape, seed)
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) Class() string {
+	return W.WClass()
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) Forward(x *tensor.Tensor, params []*tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
+	return W.WForward(x, params, training, seed)
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) InputShape() []int {
+	return W.WInputShape()
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) Name() string {
+	return W.WName()
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) SetTrainable(on bool) {
+	W.WSetTrainable(on)
+}
+func (W _godist_distlib_keras_layers_TrainableLayer) Trainable() bool {
+	return W.WTrainable()
 }
