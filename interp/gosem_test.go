@@ -146,3 +146,24 @@ func TestGenericFinalExpression(t *testing.T) {
 		}
 	}
 }
+
+// TestTopLevelIndexDefinitions covers `p := parts[0]` at top level on a value of a
+// compiled type (a package call's result) or a string: yaegi left p "undefined name".
+func TestTopLevelIndexDefinitions(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import \"strings\"")
+	tests := []struct{ code, result string }{
+		{"parts := strings.Split(\"a,b\", \",\")\np := parts[0]\np", "a"},
+		{"q := strings.Fields(\"x y\")[1]\nq", "y"},
+		{"n := len(parts)\nw := strings.Split(\"a,b,c\", \",\")[n]\nw", "c"},
+		{"str := \"hey\"\nc := str[1]\nc", "101"},
+		{"r := strings.NewReplacer(\"a\", \"b\")\nm := map[string]*strings.Replacer{\"k\": r}\nv := m[\"k\"].Replace(\"aa\")\nv", "bb"},
+		{"arr := &[2]string{\"u\", \"v\"}\ne := arr[1]\ne", "v"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
+		}
+	}
+}
