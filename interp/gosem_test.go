@@ -167,3 +167,20 @@ func TestTopLevelIndexDefinitions(t *testing.T) {
 		}
 	}
 }
+
+// TestVarFromEarlierDefinition covers `var b int = a` after a top-level `a := 1`: yaegi
+// waited for a's initialization in the same file and said "variable definition loop".
+func TestVarFromEarlierDefinition(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	tests := []struct{ code, result string }{
+		{"a := 1\nvar b int = a\nb", "1"},
+		{"var c = b + a\nc", "2"},
+		{"var x = y + 1\nvar y = 2\nx", "3"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
+		}
+	}
+}
