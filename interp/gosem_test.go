@@ -184,3 +184,19 @@ func TestVarFromEarlierDefinition(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedStructKeepsFields covers a type gaining a field: the variable recomputed by
+// the rebuild keeps the fields it was given (what re-running its definition gives in Go).
+func TestChangedStructKeepsFields(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "type P struct{ X, Y int }")
+	mustRun(t, s, "p2 := P{X: 5, Y: 6}")
+	_, rec := mustRun(t, s, "type P struct{ X, Y, Z int }")
+	if !strings.Contains(rec.text("stderr"), "recomputed p2") {
+		t.Errorf("changing P: stderr %q, want it to say p2 was recomputed", rec.text("stderr"))
+	}
+	if plain, _ := mustRun(t, s, "p2"); plain != "{5 6 0}" {
+		t.Errorf("p2 after P gained Z = %q, want {5 6 0}", plain)
+	}
+}
