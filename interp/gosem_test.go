@@ -146,3 +146,57 @@ func TestGenericFinalExpression(t *testing.T) {
 		}
 	}
 }
+
+// TestTopLevelIndexDefinitions covers `p := parts[0]` at top level on a value of a
+// compiled type (a package call's result) or a string: yaegi left p "undefined name".
+func TestTopLevelIndexDefinitions(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "import \"strings\"")
+	tests := []struct{ code, result string }{
+		{"parts := strings.Split(\"a,b\", \",\")\np := parts[0]\np", "a"},
+		{"q := strings.Fields(\"x y\")[1]\nq", "y"},
+		{"n := len(parts)\nw := strings.Split(\"a,b,c\", \",\")[n]\nw", "c"},
+		{"str := \"hey\"\nc := str[1]\nc", "101"},
+		{"r := strings.NewReplacer(\"a\", \"b\")\nm := map[string]*strings.Replacer{\"k\": r}\nv := m[\"k\"].Replace(\"aa\")\nv", "bb"},
+		{"arr := &[2]string{\"u\", \"v\"}\ne := arr[1]\ne", "v"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
+		}
+	}
+}
+
+// TestVarFromEarlierDefinition covers `var b int = a` after a top-level `a := 1`: yaegi
+// waited for a's initialization in the same file and said "variable definition loop".
+func TestVarFromEarlierDefinition(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	tests := []struct{ code, result string }{
+		{"a := 1\nvar b int = a\nb", "1"},
+		{"var c = b + a\nc", "2"},
+		{"var x = y + 1\nvar y = 2\nx", "3"},
+	}
+	for _, tt := range tests {
+		if plain, _ := mustRun(t, s, tt.code); plain != tt.result {
+			t.Errorf("Execute(%q) = %q, want %q", tt.code, plain, tt.result)
+		}
+	}
+}
+
+// TestChangedStructKeepsFields covers a type gaining a field: the variable recomputed by
+// the rebuild keeps the fields it was given (what re-running its definition gives in Go).
+func TestChangedStructKeepsFields(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	mustRun(t, s, "type P struct{ X, Y int }")
+	mustRun(t, s, "p2 := P{X: 5, Y: 6}")
+	_, rec := mustRun(t, s, "type P struct{ X, Y, Z int }")
+	if !strings.Contains(rec.text("stderr"), "recomputed p2") {
+		t.Errorf("changing P: stderr %q, want it to say p2 was recomputed", rec.text("stderr"))
+	}
+	if plain, _ := mustRun(t, s, "p2"); plain != "{5 6 0}" {
+		t.Errorf("p2 after P gained Z = %q, want {5 6 0}", plain)
+	}
+}

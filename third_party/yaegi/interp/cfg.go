@@ -2419,8 +2419,19 @@ func genGlobalVarDecl(nodes []*node, sc *scope) (*node, error) {
 	varNode := &node{kind: varDecl, action: aNop, gen: nop}
 
 	deps := map[*node][]*node{}
+	declared := map[*node]bool{}
 	for _, n := range nodes {
-		deps[n] = getVarDependencies(n, sc)
+		declared[n] = true
+	}
+	for _, n := range nodes {
+		// godist patch: a dependency on a global defined by an earlier evaluation (a
+		// top-level `a := 1` before `var b int = a`) is already initialized; upstream
+		// waited for it forever and reported "variable definition loop".
+		for _, d := range getVarDependencies(n, sc) {
+			if declared[d] {
+				deps[n] = append(deps[n], d)
+			}
+		}
 	}
 
 	inited := map[*node]bool{}

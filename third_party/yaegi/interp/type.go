@@ -829,6 +829,28 @@ func nodeType2(interp *Interpreter, sc *scope, n *node, seen []*node) (t *itype,
 		switch lt.cat {
 		case arrayT, mapT, sliceT, variadicT:
 			t = lt.val
+		case stringT:
+			// godist patch: the element types of strings, of compiled arrays, slices and
+			// maps, and of pointers to arrays, which upstream left untyped ("undefined
+			// name") in a top-level `p := parts[0]`.
+			t = sc.getType("byte")
+		case ptrT:
+			if lt.val != nil && lt.val.cat == arrayT {
+				t = lt.val.val
+			}
+		case valueT:
+			if rt := lt.rtype; rt != nil {
+				switch rt.Kind() {
+				case reflect.String:
+					t = sc.getType("byte")
+				case reflect.Array, reflect.Slice, reflect.Map:
+					t = valueTOf(rt.Elem())
+				case reflect.Pointer:
+					if rt.Elem().Kind() == reflect.Array {
+						t = valueTOf(rt.Elem().Elem())
+					}
+				}
+			}
 		case genericT:
 			t1, err := nodeType2(interp, sc, n.child[1], seen)
 			if err != nil {
