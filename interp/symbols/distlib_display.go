@@ -34,11 +34,13 @@ func init() {
 		"Bundle":    reflect.ValueOf((*display.Bundle)(nil)),
 		"Handle":    reflect.ValueOf((*display.Handle)(nil)),
 		"Inputter":  reflect.ValueOf((*display.Inputter)(nil)),
+		"PlainText": reflect.ValueOf((*display.PlainText)(nil)),
 		"Publisher": reflect.ValueOf((*display.Publisher)(nil)),
 		"Syncer":    reflect.ValueOf((*display.Syncer)(nil)),
 
 		// interface wrapper definitions
 		"_Inputter":  reflect.ValueOf((*_godist_distlib_display_Inputter)(nil)),
+		"_PlainText": reflect.ValueOf((*_godist_distlib_display_PlainText)(nil)),
 		"_Publisher": reflect.ValueOf((*_godist_distlib_display_Publisher)(nil)),
 		"_Syncer":    reflect.ValueOf((*_godist_distlib_display_Syncer)(nil)),
 	}
@@ -52,6 +54,16 @@ type _godist_distlib_display_Inputter struct {
 
 func (W _godist_distlib_display_Inputter) Input(prompt string, password bool) (string, error) {
 	return W.WInput(prompt, password)
+}
+
+// _godist_distlib_display_PlainText is an interface wrapper for PlainText type
+type _godist_distlib_display_PlainText struct {
+	IValue     interface{}
+	WPlainText func() bool
+}
+
+func (W _godist_distlib_display_PlainText) PlainText() bool {
+	return W.WPlainText()
 }
 
 // _godist_distlib_display_Publisher is an interface wrapper for Publisher type

@@ -18,11 +18,16 @@ func init() {
 		"Conv2D":             reflect.ValueOf(layers.Conv2D),
 		"Dense":              reflect.ValueOf(layers.Dense),
 		"Dropout":            reflect.ValueOf(layers.Dropout),
+		"Embedding":          reflect.ValueOf(layers.Embedding),
 		"ErrInvalidArgument": reflect.ValueOf(&layers.ErrInvalidArgument).Elem(),
 		"ErrShape":           reflect.ValueOf(&layers.ErrShape).Elem(),
 		"Flatten":            reflect.ValueOf(layers.Flatten),
 		"Input":              reflect.ValueOf(layers.Input),
 		"InputShape":         reflect.ValueOf(layers.InputShape),
+		"KernelRegularizer":  reflect.ValueOf(layers.KernelRegularizer),
+		"L1":                 reflect.ValueOf(layers.L1),
+		"L1L2":               reflect.ValueOf(layers.L1L2),
+		"L2":                 reflect.ValueOf(layers.L2),
 		"LayerTrainable":     reflect.ValueOf(layers.LayerTrainable),
 		"Linear":             reflect.ValueOf(layers.Linear),
 		"MaxPooling2D":       reflect.ValueOf(layers.MaxPooling2D),
@@ -35,6 +40,7 @@ func init() {
 		"Sigmoid":            reflect.ValueOf(layers.Sigmoid),
 		"Softmax":            reflect.ValueOf(layers.Softmax),
 		"Strides":            reflect.ValueOf(layers.Strides),
+		"StringLookup":       reflect.ValueOf(layers.StringLookup),
 		"Tanh":               reflect.ValueOf(layers.Tanh),
 		"UseBias":            reflect.ValueOf(layers.UseBias),
 
@@ -43,19 +49,25 @@ func init() {
 		"Conv2DLayer":       reflect.ValueOf((*layers.Conv2DLayer)(nil)),
 		"DenseLayer":        reflect.ValueOf((*layers.DenseLayer)(nil)),
 		"DropoutLayer":      reflect.ValueOf((*layers.DropoutLayer)(nil)),
+		"EmbeddingLayer":    reflect.ValueOf((*layers.EmbeddingLayer)(nil)),
 		"FlattenLayer":      reflect.ValueOf((*layers.FlattenLayer)(nil)),
 		"InputLayer":        reflect.ValueOf((*layers.InputLayer)(nil)),
 		"Layer":             reflect.ValueOf((*layers.Layer)(nil)),
 		"MaxPooling2DLayer": reflect.ValueOf((*layers.MaxPooling2DLayer)(nil)),
 		"Option":            reflect.ValueOf((*layers.Option)(nil)),
 		"Param":             reflect.ValueOf((*layers.Param)(nil)),
+		"Regularized":       reflect.ValueOf((*layers.Regularized)(nil)),
+		"Regularizer":       reflect.ValueOf((*layers.Regularizer)(nil)),
 		"ReshapeLayer":      reflect.ValueOf((*layers.ReshapeLayer)(nil)),
+		"StringLookupLayer": reflect.ValueOf((*layers.StringLookupLayer)(nil)),
 		"SymbolicTensor":    reflect.ValueOf((*layers.SymbolicTensor)(nil)),
 		"TrainableLayer":    reflect.ValueOf((*layers.TrainableLayer)(nil)),
 
 		// interface wrapper definitions
 		"_Layer":          reflect.ValueOf((*_godist_distlib_keras_layers_Layer)(nil)),
 		"_Option":         reflect.ValueOf((*_godist_distlib_keras_layers_Option)(nil)),
+		"_Regularized":    reflect.ValueOf((*_godist_distlib_keras_layers_Regularized)(nil)),
+		"_Regularizer":    reflect.ValueOf((*_godist_distlib_keras_layers_Regularizer)(nil)),
 		"_TrainableLayer": reflect.ValueOf((*_godist_distlib_keras_layers_TrainableLayer)(nil)),
 	}
 }
@@ -89,6 +101,37 @@ func (W _godist_distlib_keras_layers_Layer) Name() string {
 // _godist_distlib_keras_layers_Option is an interface wrapper for Option type
 type _godist_distlib_keras_layers_Option struct {
 	IValue interface{}
+}
+
+// _godist_distlib_keras_layers_Regularized is an interface wrapper for Regularized type
+type _godist_distlib_keras_layers_Regularized struct {
+	IValue              interface{}
+	WHasRegularizer     func() bool
+	WRegularizationLoss func(params []*tensor.Tensor) *tensor.Tensor
+}
+
+func (W _godist_distlib_keras_layers_Regularized) HasRegularizer() bool {
+	return W.WHasRegularizer()
+}
+func (W _godist_distlib_keras_layers_Regularized) RegularizationLoss(params []*tensor.Tensor) *tensor.Tensor {
+	return W.WRegularizationLoss(params)
+}
+
+// _godist_distlib_keras_layers_Regularizer is an interface wrapper for Regularizer type
+type _godist_distlib_keras_layers_Regularizer struct {
+	IValue   interface{}
+	WPenalty func(w *tensor.Tensor) *tensor.Tensor
+	WString  func() string
+}
+
+func (W _godist_distlib_keras_layers_Regularizer) Penalty(w *tensor.Tensor) *tensor.Tensor {
+	return W.WPenalty(w)
+}
+func (W _godist_distlib_keras_layers_Regularizer) String() string {
+	if W.WString == nil {
+		return ""
+	}
+	return W.WString()
 }
 
 // _godist_distlib_keras_layers_TrainableLayer is an interface wrapper for TrainableLayer type
