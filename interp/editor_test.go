@@ -239,3 +239,13 @@ func TestInspectTyped(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoImportKeepsVersionedImport: a cell that imports "math/rand/v2" itself uses
+// package rand: auto-import adds nothing (it once added "math/rand" beside it).
+func TestAutoImportKeepsVersionedImport(t *testing.T) {
+	s := newSession(t, Options{})
+	got, _, err := run(t, s, "import \"math/rand/v2\"\n\nr := rand.New(rand.NewPCG(7, 7))\nr.IntN(3) >= 0")
+	if err != nil || got != "true" {
+		t.Fatalf("cell importing math/rand/v2 = %q, %v; want true", got, err)
+	}
+}

@@ -47,7 +47,7 @@ func (s importSpec) localName() string {
 	if s.Name != "" {
 		return s.Name
 	}
-	return pathBase(s.Path)
+	return pathBase(majorBase(s.Path)) // "math/rand/v2" is package rand
 }
 
 func pathBase(p string) string {

@@ -59,7 +59,11 @@ func TestUnboundedRecursion(t *testing.T) {
 		"func depth(n int) int { if n == 0 { return 0 }; return depth(n-1) + 1 }")
 	mustRun(t, s, "var recv func(int) int\nrecv = func(n int) int { return recv(n+1) + 1 }")
 	for _, code := range []string{"rec(0)", "recv(0)"} {
-		_, _, err := run(t, s, code)
+		// Recursing to the interpreter's depth bound takes seconds; on a loaded machine many
+		// more than run's 20 s, which would end the cell as interrupted instead.
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		_, err := s.Execute(ctx, code, &recorder{})
+		cancel()
 		ee := evalError(t, err)
 		if !strings.Contains(ee.Value, "stack overflow") {
 			t.Errorf("%s: error %q, want a stack overflow", code, ee.Value)

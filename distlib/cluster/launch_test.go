@@ -49,6 +49,10 @@ func helper(mode string) error {
 		return err
 	}
 	defer s.Close()
+	if r.TaskType() == PS {
+		fmt.Printf("ps %d serves its variable store\n", r.TaskID())
+		select {} // a ps serves until the launcher stops it
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	buf := []float32{float32(s.Rank() + 1), 1}
@@ -58,9 +62,6 @@ func helper(mode string) error {
 	fmt.Printf("rank %d of %d sum=%v\n", s.Rank(), s.Transport().Size(), buf)
 	if err := collective.Barrier(ctx, s.Transport()); err != nil {
 		return err
-	}
-	if r.TaskType() == PS {
-		select {} // a ps serves until the launcher stops it
 	}
 	return nil
 }
@@ -75,7 +76,7 @@ func TestLaunch(t *testing.T) {
 		want        []string
 	}{
 		{2, 0, []string{"[worker 0] rank 0 of 2 sum=[3 2]", "[worker 1] rank 1 of 2 sum=[3 2]"}},
-		{2, 1, []string{"[worker 0] rank 0 of 3 sum=[6 3]", "[worker 1] rank 1 of 3 sum=[6 3]", "[ps 0] rank 2 of 3 sum=[6 3]"}},
+		{2, 1, []string{"[worker 0] rank 0 of 2 sum=[3 2]", "[worker 1] rank 1 of 2 sum=[3 2]", "[ps 0] ps 0 serves its variable store"}},
 	}
 	for _, tc := range tests {
 		var out bytes.Buffer

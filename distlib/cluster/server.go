@@ -39,8 +39,8 @@ type ServerOptions struct {
 
 // Server is this task's endpoint in the cluster (tf.distribute.Server): for a ps task, the
 // parameter server's variable store (what ParameterServerStrategy's workers and coordinator
-// call); for the other tasks, a gRPC transport whose ranks are the cluster's Tasks (chief,
-// workers, ps).
+// call); for the other tasks, a gRPC transport whose ranks are the cluster's Tasks other
+// than the ps (chief, workers).
 type Server struct {
 	spec ClusterSpec
 	task Task
@@ -78,10 +78,19 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 	if task.Type == PS {
 		return newPSServer(spec, task, rank, token, opts)
 	}
-	tasks := spec.Tasks()
-	addrs := make([]string, len(tasks))
-	for i, t := range tasks {
-		addrs[i], _ = spec.TaskAddress(t.Type, t.Index)
+	// The ps tasks serve variable stores, not collectives: the transport's ranks are the
+	// other tasks, in ClusterSpec.Tasks order.
+	var addrs []string
+	rank = -1
+	for _, t := range spec.Tasks() {
+		if t.Type == PS {
+			continue
+		}
+		if t == task {
+			rank = len(addrs)
+		}
+		a, _ := spec.TaskAddress(t.Type, t.Index)
+		addrs = append(addrs, a)
 	}
 	tr, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token, Listener: opts.Listener,
 		BindAll: opts.BindAll || BindAllFromEnv()})
@@ -118,8 +127,8 @@ func newPSServer(spec ClusterSpec, task Task, rank int, token string, opts Serve
 	return &Server{spec: spec, task: task, rank: rank, ps: ps}, nil
 }
 
-// Transport returns the endpoint; its ranks follow ClusterSpec.Tasks. It is nil for a ps
-// task, whose server is its variable store.
+// Transport returns the endpoint; its ranks follow ClusterSpec.Tasks without the ps tasks.
+// It is nil for a ps task, whose server is its variable store.
 func (s *Server) Transport() *transport.GRPC { return s.tr }
 
 // Rank returns this task's rank in the transport.
