@@ -7,7 +7,7 @@ import os
 import time
 import unittest
 
-from jupyter_client.manager import start_new_kernel
+from kernelcase import KernelCase
 
 TIMEOUT = 120
 
@@ -41,42 +41,27 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-class KernelCase(unittest.TestCase):
+class TrainingCase(KernelCase):
+    """KernelCase with the kernel's pid, waits as long as training takes, and run_ok."""
+
     def setUp(self):
-        self.km, self.kc = start_new_kernel(kernel_name="godist", startup_timeout=60)
+        super().setUp()
         self.pid = self.km.provisioner.process.pid
 
-    def tearDown(self):
-        self.kc.stop_channels()
-        if self.km.is_alive():
-            self.km.shutdown_kernel(now=True)
-
     def reply_to(self, msg_id, timeout=TIMEOUT):
-        deadline = time.time() + timeout
-        while True:
-            msg = self.kc.get_shell_msg(timeout=max(0.01, deadline - time.time()))
-            if msg["parent_header"].get("msg_id") == msg_id:
-                return msg
+        return super().reply_to(msg_id, timeout)
 
     def iopub_until_idle(self, msg_id, timeout=TIMEOUT):
-        out, deadline = [], time.time() + timeout
-        while True:
-            msg = self.kc.get_iopub_msg(timeout=max(0.01, deadline - time.time()))
-            if msg["parent_header"].get("msg_id") != msg_id:
-                continue
-            out.append(msg)
-            if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-                return out
+        return super().iopub_until_idle(msg_id, timeout)
 
-    def execute(self, code):
-        msg_id = self.kc.execute(code)
-        reply = self.reply_to(msg_id)
-        pub = self.iopub_until_idle(msg_id)
+    def run_ok(self, code):
+        """Runs code, asserts it succeeded, and returns all the text it showed."""
+        reply, pub = self.execute(code, TIMEOUT)
         self.assertEqual(reply["content"]["status"], "ok", (code, reply["content"]))
         return text_of(pub)
 
     def goroutines(self):
-        out = self.execute('fmt.Println("goroutines", runtime.NumGoroutine())')
+        out = self.run_ok('fmt.Println("goroutines", runtime.NumGoroutine())')
         return int(out.split("goroutines")[-1].split()[0])
 
     def interrupt_after(self, code, seconds):
@@ -110,20 +95,20 @@ class KernelCase(unittest.TestCase):
         self.assertLessEqual(after, before + 2, "goroutines: %d before the cell, %d after its interrupt" % (before, after))
 
 
-class TrainingInterruptTests(KernelCase):
+class TrainingInterruptTests(TrainingCase):
     def test_fit_interrupted(self):
-        before = int(self.execute(SETUP).split("goroutines")[-1].split()[0])
+        before = int(self.run_ok(SETUP).split("goroutines")[-1].split()[0])
         pub = self.interrupt_after("history := model.Fit(ds, keras.Epochs(1000))", 2.0)
         shown = text_of(pub)
         self.assertIn("Fit interrupted in epoch", shown)
         self.check_quiet(before)
-        out = self.execute('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
+        out = self.run_ok('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
         self.assertIn("loss ", out)
-        out = self.execute('h := model.Fit(ds, keras.Epochs(2), keras.Verbose(0))\nfmt.Println("epochs", len(h.Epoch))')
+        out = self.run_ok('h := model.Fit(ds, keras.Epochs(2), keras.Verbose(0))\nfmt.Println("epochs", len(h.Epoch))')
         self.assertIn("epochs 2", out)
 
     def test_custom_loop_interrupted(self):
-        before = int(self.execute(SETUP).split("goroutines")[-1].split()[0])
+        before = int(self.run_ok(SETUP).split("goroutines")[-1].split()[0])
         loop = '''opt := keras.SGD(0.01)
 dist := strategy.ExperimentalDistributeDataset(ds.Repeat(-1))
 it := dist.Iterator()
@@ -137,7 +122,7 @@ for inputs, ok := it.Next(); ok; inputs, ok = it.Next() {
 }'''
         self.interrupt_after(loop, 2.0)
         self.check_quiet(before)
-        out = self.execute('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
+        out = self.run_ok('logs := model.Evaluate(ds, keras.Verbose(0))\nfmt.Printf("loss %.3f\\n", logs["loss"])')
         self.assertIn("loss ", out)
 
 
@@ -182,7 +167,7 @@ def worker_pids(parent):
     return pids
 
 
-class DistributedInterruptTests(KernelCase):
+class DistributedInterruptTests(TrainingCase):
     def test_distributed_fit_interrupted(self):
         msg_id = self.kc.execute(DISTRIBUTED)
         deadline, seen = time.time() + 90, ""
@@ -236,11 +221,11 @@ fmt.Println("goroutines", runtime.NumGoroutine())
 '''
 
 
-class CoordinatorInterruptTests(KernelCase):
+class CoordinatorInterruptTests(TrainingCase):
     def test_coordinator_loop_interrupted(self):
-        self.execute(SETUP)
-        self.execute(COORDINATOR)
-        self.execute("for i := 0; i < 4; i++ { coordinator.Schedule(step) }\nif err := coordinator.Join(); err != nil { panic(err) }")
+        self.run_ok(SETUP)
+        self.run_ok(COORDINATOR)
+        self.run_ok("for i := 0; i < 4; i++ { coordinator.Schedule(step) }\nif err := coordinator.Join(); err != nil { panic(err) }")
         base = self.goroutines()
         msg_id = self.kc.execute("for i := 0; i < 100000; i++ {\n    coordinator.Schedule(step)\n}\ncoordinator.Join()")
         time.sleep(3)
@@ -255,13 +240,13 @@ class CoordinatorInterruptTests(KernelCase):
         c0 = cpu_seconds(self.pid)
         time.sleep(1)
         self.assertLess(cpu_seconds(self.pid) - c0, 0.15, "the kernel is busy after the interrupt: steps still run")
-        before = float(self.execute("fmt.Println(counter.Value().Item())").split()[-1])
+        before = float(self.run_ok("fmt.Println(counter.Value().Item())").split()[-1])
         time.sleep(1)
-        after = float(self.execute("fmt.Println(counter.Value().Item())").split()[-1])
+        after = float(self.run_ok("fmt.Println(counter.Value().Item())").split()[-1])
         self.assertEqual(before, after, "steps went on running after the interrupt")
         self.assertLessEqual(self.goroutines(), base + 3, "goroutines left after the interrupt")
         # The coordinator keeps working in the next cell.
-        out = self.execute("for i := 0; i < 10; i++ { coordinator.Schedule(step) }\n"
+        out = self.run_ok("for i := 0; i < 10; i++ { coordinator.Schedule(step) }\n"
                            "if err := coordinator.Join(); err != nil { panic(err) }\n"
                            "fmt.Println(\"counter\", counter.Value().Item())")
         self.assertEqual(float(out.split("counter")[-1].split()[0]), after + 10, out)
