@@ -2,7 +2,6 @@ package keras
 
 import (
 	"fmt"
-	"godist/distlib/cell"
 	"io"
 	"os"
 	"reflect"
@@ -352,11 +351,7 @@ func (m *Model) Call(x *tensor.Tensor, training bool) *tensor.Tensor {
 		// The variables live on the parameter servers: compute with their current values
 		// (read for this call: concurrent steps on the workers each use their own read),
 		// differentiable with respect to TrainableVariables.
-		vals, err := st.s.ExtendedReadVariables(cell.Context(), m.vars[0])
-		if err != nil {
-			panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
-		}
-		return m.forwardVals(vals, x, training, seed)
+		return m.forwardVals(m.psRead(st), x, training, seed)
 	}
 	return m.forward(m.currentCopy(x.Device()), x, training, seed)
 }
@@ -384,6 +379,9 @@ func (m *Model) currentCopy(dev string) int {
 //
 //	grads := tape.Gradient(loss, model.TrainableVariables())
 //	optimizer.ApplyGradients(grads, model.TrainableVariables())
+//
+// Under a ParameterServerStrategy they stand for the ps variables and are refreshed from
+// the parameter servers on each call (one round trip), so their values are current.
 func (m *Model) TrainableVariables() []*tensor.Variable {
 	return m.variables(m.scopeCopy(), true)
 }
@@ -658,10 +656,7 @@ func (m *Model) Losses() []*tensor.Tensor {
 	st := m.ps
 	m.mu.Unlock()
 	if st != nil {
-		var err error
-		if vals, err = st.s.ExtendedReadVariables(cell.Context(), m.vars[0]); err != nil {
-			panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
-		}
+		vals = m.psRead(st)
 	} else {
 		for _, v := range m.variables(m.scopeCopy(), false) {
 			vals = append(vals, v.Value())

@@ -3,6 +3,7 @@ package keras
 import (
 	"context"
 	"fmt"
+	"godist/distlib/cell"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -135,12 +136,21 @@ func (m *Model) forwardWith(vars []*tensor.Variable, x *tensor.Tensor, training 
 
 // psPull copies the ps values into every copy of the model's variables.
 func (m *Model) psPull(st *psModel) {
-	for i, sv := range st.svars {
-		val := sv.Value()
+	for i, val := range m.psRead(st) {
 		for c := range m.vars {
 			m.vars[c][i].Assign(val)
 		}
 	}
+}
+
+// psRead reads the current ps values of the model's variables in one concurrent round
+// trip; each counts as a read of this process's copy for a GradientTape.
+func (m *Model) psRead(st *psModel) []*tensor.Tensor {
+	vals, err := st.s.ExtendedReadVariables(cell.Context(), m.vars[0])
+	if err != nil {
+		panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
+	}
+	return vals
 }
 
 // PSPipeline sets whether Fit under a ParameterServerStrategy pipelines each worker's
