@@ -284,14 +284,27 @@ func (c *ClusterCoordinator) JoinContext(ctx context.Context) error {
 	}
 	ch := make(chan error, 1)
 	c.step(func(sm *psched.Scheduler) { c.joins[sm.Join()] = ch })
+	stopped := func() error {
+		return fmt.Errorf("%w: Join stopped (the queued and running functions were cancelled): %w", ErrClosureCancelled, context.Cause(ctx))
+	}
 	select {
 	case err := <-ch:
+		if err == nil && ctx.Err() != nil {
+			// Its context ended as the functions did (they shared it, as the cell's
+			// Schedule and Join do, and were cancelled by it): the wait was interrupted.
+			return stopped()
+		}
 		return err
 	case <-ctx.Done():
 	}
-	cause := fmt.Errorf("%w: Join stopped (the queued and running functions were cancelled): %w", ErrClosureCancelled, context.Cause(ctx))
+	cause := stopped()
 	c.step(func(sm *psched.Scheduler) { sm.Cancel(cause) })
-	return <-ch
+	if err := <-ch; err != nil {
+		return err
+	}
+	// The functions were all cancelled by their own context (the same one) before the
+	// Cancel: the Join was answered with no error, but it was interrupted all the same.
+	return cause
 }
 
 // Done reports whether every scheduled function has finished (ClusterCoordinator.done).
@@ -526,7 +539,7 @@ func (w *psWorker) execute(cl *closure) (workerFailed bool) {
 	case err == nil:
 		w.ran.Add(1)
 	case cl.ctx.Err() != nil:
-		o = psched.UserError
+		o = psched.Cancelled
 		err = fmt.Errorf("%w: step %d stopped: %w", ErrClosureCancelled, cl.step, context.Cause(cl.ctx))
 	case isWorkerFailure(err) && w.c.ctx.Err() == nil:
 		// A ps that does not answer the coordinator either is fatal; otherwise the worker

@@ -35,6 +35,9 @@ const (
 	UserError
 	// WorkerFailure: the worker running it failed; the closure runs again elsewhere.
 	WorkerFailure
+	// Cancelled: the closure's own context ended (the driver saw it before or after
+	// CancelClosure); like CancelClosure, it is not a later Join's error.
+	Cancelled
 )
 
 func (o Outcome) String() string {
@@ -45,6 +48,8 @@ func (o Outcome) String() string {
 		return "user error"
 	case WorkerFailure:
 		return "worker failure"
+	case Cancelled:
+		return "cancelled"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }
@@ -279,6 +284,11 @@ func (s *Scheduler) ClosureDone(w int, step uint64, o Outcome, err error) {
 		s.resolve(c, w, nil)
 	case c.cancelled != nil:
 		s.resolve(c, w, c.cancelled)
+	case o == Cancelled:
+		if err == nil {
+			err = fmt.Errorf("%w: step %d", ErrCancelled, step)
+		}
+		s.resolve(c, w, err)
 	default:
 		if err == nil {
 			err = fmt.Errorf("psched: step %d failed on worker %d", step, w)

@@ -364,3 +364,49 @@ func TestCancelManyQueuedIsLinear(t *testing.T) {
 		t.Fatalf("after the cancellations a new closure runs %v, want step %d", rd.Runs, next)
 	}
 }
+
+// TestCancelledOutcomeIsNotAJoinError: a running closure that returns because its own
+// context ended (reported as Cancelled, whether or not CancelClosure came first) settles
+// its RemoteValue with the error but does not fail the Join, and later closures still run;
+// a UserError does fail it.
+func TestCancelledOutcomeIsNotAJoinError(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		cancelFirst bool
+		outcome     Outcome
+		joinFails   bool
+	}{
+		{"Cancelled before CancelClosure", false, Cancelled, false},
+		{"Cancelled after CancelClosure", true, Cancelled, false},
+		{"UserError", false, UserError, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := New(Config{Workers: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.WorkerUp(0)
+			step := s.Schedule()
+			if rd := s.Ready(); len(rd.Runs) != 1 {
+				t.Fatalf("runs %v, want step %d", rd.Runs, step)
+			}
+			stopped := errors.New("step stopped: context canceled")
+			if tc.cancelFirst {
+				s.CancelClosure(step, stopped)
+			}
+			s.ClosureDone(0, step, tc.outcome, stopped)
+			rd := s.Ready()
+			if len(rd.Resolves) != 1 || rd.Resolves[0].Err == nil {
+				t.Fatalf("resolves %+v, want step %d settled with an error", rd.Resolves, step)
+			}
+			id := s.Join()
+			rd = s.Ready()
+			if len(rd.Joins) != 1 || rd.Joins[0].ID != id {
+				t.Fatalf("joins %+v, want join %d answered", rd.Joins, id)
+			}
+			if got := rd.Joins[0].Err != nil; got != tc.joinFails {
+				t.Fatalf("join error %v, want an error: %v", rd.Joins[0].Err, tc.joinFails)
+			}
+		})
+	}
+}
