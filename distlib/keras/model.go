@@ -263,11 +263,16 @@ func (m *Model) ensureBuilt(x *tensor.Tensor) {
 
 // Compile configures the model for training, like model.compile(optimizer, loss, metrics).
 // metrics may name "accuracy" (the accuracy that fits the loss, as in Keras),
-// "sparse_categorical_accuracy" or "binary_accuracy". It panics on a nil optimizer or
-// loss or an unknown metric.
+// "sparse_categorical_accuracy" or "binary_accuracy". A nil optimizer is Keras' default,
+// "rmsprop" (keras.RMSprop(0.001)), so that model.compile(loss="mse") translates to
+// model.Compile(nil, keras.MeanSquaredError()). It panics on a nil loss or an unknown
+// metric.
 func (m *Model) Compile(opt *Optimizer, loss *Loss, metrics ...string) {
-	if opt == nil || loss == nil {
-		panic(fmt.Errorf("%w: Compile needs an optimizer and a loss, such as keras.Adam(1e-3) and keras.SparseCategoricalCrossentropy(true)", ErrInvalidArgument))
+	if loss == nil {
+		panic(fmt.Errorf("%w: Compile needs a loss, such as keras.SparseCategoricalCrossentropy(true) or keras.MeanSquaredError()", ErrInvalidArgument))
+	}
+	if opt == nil {
+		opt = RMSprop(0.001)
 	}
 	seen := map[string]bool{}
 	for _, name := range metrics {

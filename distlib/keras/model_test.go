@@ -204,3 +204,21 @@ func smallY(n int) *tensor.Tensor  { return tensor.Zeros(n) }
 func smallYv(n int, v float32) *tensor.Tensor {
 	return tensor.Fill(v, n)
 }
+
+// TestCompileDefaultOptimizer: model.compile(loss="mse") has Keras' default optimizer,
+// rmsprop with learning rate 0.001; Compile(nil, loss) is its translation. A nil loss is
+// an error that says what to pass.
+func TestCompileDefaultOptimizer(t *testing.T) {
+	m := Sequential(layers.Input(2), layers.Dense(1))
+	m.Compile(nil, MeanSquaredError())
+	if m.optimizer == nil || m.optimizer.Name() != RMSprop(0.001).Name() || m.optimizer.LearningRate() != 0.001 {
+		t.Fatalf("Compile(nil, mse): optimizer %v, want RMSprop(0.001)", m.optimizer)
+	}
+	defer func() {
+		err, _ := recover().(error)
+		if err == nil || !strings.Contains(err.Error(), "Compile needs a loss") {
+			t.Fatalf("Compile(opt, nil) = %v, want an error naming the missing loss", err)
+		}
+	}()
+	m.Compile(Adam(1e-3), nil)
+}
