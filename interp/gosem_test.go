@@ -147,6 +147,48 @@ func TestGenericFinalExpression(t *testing.T) {
 	}
 }
 
+// TestGenericDefinitions covers definitions from a generic function's call: `k := Id(3)`
+// at top level failed with "nil reflect type"; `var m int = Id(7)` (top level or in a
+// function) silently left m at 0 when it was the instantiation's first call: it is now an
+// error saying what to write, and what it says works.
+func TestGenericDefinitions(t *testing.T) {
+	checkLeaks(t)
+	tests := []struct {
+		code, result string
+		fails        string // a part of the error, "" when it runs
+	}{
+		{"k := Id(3)\nk", "3", ""},
+		{"a, b := Id(1), Id(\"x\")\nb", "x", ""},
+		{"p := Pair(\"a\", 1)\np", "map[a:1]", ""},
+		{"d := Dbl([]int{1, 2})\nd", "[1 2 1 2]", ""},
+		{"m0 := Id(2.5)\nm1 := Id(m0)\nm1", "2.5", ""},
+		{"var m int = Id(7)\nm", "", "define it with := instead"},
+		{"var m = Id(7)\nm", "", "define it with := instead"},
+		{"var m = []int{Id(7)}\nm", "", "define it with := instead"},
+		{"func f() int { var q = Id(5); return q }\nf()", "", "define it with := instead"},
+		{"func f() int { q := Id(5); return q }\nf()", "5", ""},
+		{"var k3 int\nk3 = Id(4)\nk3", "4", ""},
+		{"x := Id(7)\nvar y = Id(8)\ny", "8", ""},
+		{"var g = func() int { return Id(6) }\ng()", "6", ""},
+	}
+	for _, tt := range tests {
+		s := newSession(t, Options{})
+		mustRun(t, s, "func Id[T any](x T) T { return x }\nfunc Pair[K comparable, V any](k K, v V) map[K]V { return map[K]V{k: v} }\nfunc Dbl[T any](s []T) []T { return append(s, s...) }")
+		plain, _, err := run(t, s, tt.code)
+		switch {
+		case tt.fails == "" && (err != nil || plain != tt.result):
+			t.Errorf("Execute(%q) = %q, %v; want %q", tt.code, plain, err, tt.result)
+		case tt.fails != "" && (err == nil || !strings.Contains(err.Error(), tt.fails)):
+			t.Errorf("Execute(%q) = %q, %v; want an error containing %q", tt.code, plain, err, tt.fails)
+		case tt.fails != "":
+			// The failed cell defined nothing; the way the error names works.
+			if plain, _, err := run(t, s, "m := Id(7)\nm"); err != nil || plain != "7" {
+				t.Errorf("after %q: m := Id(7) = %q, %v; want 7", tt.code, plain, err)
+			}
+		}
+	}
+}
+
 // TestTopLevelIndexDefinitions covers `p := parts[0]` at top level on a value of a
 // compiled type (a package call's result) or a string: yaegi left p "undefined name".
 func TestTopLevelIndexDefinitions(t *testing.T) {

@@ -1296,6 +1296,14 @@ func (interp *Interpreter) cfg(root *node, sc *scope, importPath, pkgName string
 					if g, found, err = genAST(sc, fun, types); err != nil {
 						break
 					}
+					if !found && inVarDecl(n) {
+						// godist patch: a var initialized from a generic function's first
+						// instantiation was left at its zero value (the function never
+						// ran): refuse it, saying what works.
+						delete(interp.generic, genericName(fun, types))
+						err = n.cfgErrorf("the interpreter cannot initialize a var declaration by the first call of generic function %s for these types: define it with := instead (x := %s(...)), or declare it and assign it (var x T; x = %s(...))", fun.child[1].ident, fun.child[1].ident, fun.child[1].ident)
+						break
+					}
 					if !found {
 						// Compile the generated function AST, so it becomes part of the scope.
 						if _, err = interp.cfg(g, fun.scope, importPath, pkgName); err != nil {
@@ -3163,4 +3171,18 @@ func sizeof(n *node) {
 	n.gen = nop
 	n.typ = n.scope.getType("uintptr")
 	n.rval = reflect.ValueOf(n.child[1].typ.TypeOf().Size())
+}
+
+// inVarDecl reports whether n is inside the initializer of a var declaration, not in a
+// function literal of it (godist patch).
+func inVarDecl(n *node) bool {
+	for a := n.anc; a != nil; a = a.anc {
+		switch a.kind {
+		case funcDecl, funcLit:
+			return false
+		case varDecl:
+			return true
+		}
+	}
+	return false
 }

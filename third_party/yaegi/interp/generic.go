@@ -10,6 +10,18 @@ import (
 
 // genAST returns a new AST where generic types are replaced by instantiated types.
 func genAST(sc *scope, root *node, types []*itype) (*node, bool, error) {
+	return genAST2(sc, root, types, true)
+}
+
+// genASTType returns the instantiated AST of a generic function for its type only (godist
+// patch): an instantiation not yet compiled is built but not registered, so that the cfg
+// pass still instantiates and compiles it.
+func genASTType(sc *scope, root *node, types []*itype) (*node, error) {
+	g, _, err := genAST2(sc, root, types, false)
+	return g, err
+}
+
+func genAST2(sc *scope, root *node, types []*itype, register bool) (*node, bool, error) {
 	typeParam := map[string]*node{}
 	pindex := 0
 	tname := ""
@@ -17,17 +29,7 @@ func genAST(sc *scope, root *node, types []*itype) (*node, bool, error) {
 	recvrPtr := false
 	fixNodes := []*node{}
 	var gtree func(*node, *node) (*node, error)
-	sname := root.child[0].ident + "["
-	if root.kind == funcDecl {
-		sname = root.child[1].ident + "["
-	}
-
-	// Input type parameters must be resolved prior AST generation, as compilation
-	// of generated AST may occur in a different scope.
-	for _, t := range types {
-		sname += t.id() + ","
-	}
-	sname = strings.TrimSuffix(sname, ",") + "]"
+	sname := genericName(root, types)
 
 	gtree = func(n, anc *node) (*node, error) {
 		nod := copyNode(n, anc, false)
@@ -157,7 +159,9 @@ func genAST(sc *scope, root *node, types []*itype) (*node, bool, error) {
 	if err != nil {
 		return nil, false, err
 	}
-	root.interp.generic[sname] = r
+	if register {
+		root.interp.generic[sname] = r
+	}
 	r.param = append(r.param, types...)
 	if tname != "" {
 		for _, nod := range fixNodes {
@@ -316,4 +320,18 @@ func checkConstraint(it, ct *itype) error {
 		}
 	}
 	return it.node.cfgErrorf("%s does not implement %s", it.id(), ct.id())
+}
+
+// genericName is the key of an instantiation of root for types in interp.generic.
+func genericName(root *node, types []*itype) string {
+	sname := root.child[0].ident + "["
+	if root.kind == funcDecl {
+		sname = root.child[1].ident + "["
+	}
+	// Input type parameters must be resolved prior AST generation, as compilation
+	// of generated AST may occur in a different scope.
+	for _, t := range types {
+		sname += t.id() + ","
+	}
+	return strings.TrimSuffix(sname, ",") + "]"
 }

@@ -682,6 +682,15 @@ func nodeType2(interp *Interpreter, sc *scope, n *node, seen []*node) (t *itype,
 			if t, err = nodeType2(interp, sc, n.child[0], seen); err != nil || t == nil {
 				return nil, err
 			}
+			if isGeneric(t) {
+				// godist patch: the result type of a call to a generic function, with the
+				// type parameters inferred from the arguments (upstream left the type
+				// parameter itself: a top-level `k := Id(3)` failed with "nil reflect
+				// type").
+				if it, ierr := genericCallType(interp, sc, n, t, seen); ierr == nil && it != nil {
+					t = it
+				}
+			}
 			switch t.cat {
 			case valueT:
 				if rt := t.rtype; rt.Kind() == reflect.Func && rt.NumOut() == 1 {
@@ -2562,3 +2571,40 @@ func isNumber(t reflect.Type) bool {
 func isBoolean(t reflect.Type) bool       { return t != nil && t.Kind() == reflect.Bool }
 func isString(t reflect.Type) bool        { return t != nil && t.Kind() == reflect.String }
 func isConstantValue(t reflect.Type) bool { return t != nil && t.Implements(constVal) }
+
+// genericCallType returns the type of the generic function ft instantiated for the
+// arguments of call n (godist patch), without registering the instantiation: the cfg pass
+// instantiates and compiles it as usual. It returns nil when the types cannot be inferred
+// here (the caller then keeps the generic type, as upstream does).
+func genericCallType(interp *Interpreter, sc *scope, n *node, ft *itype, seen []*node) (*itype, error) {
+	fun := ft.node.anc
+	if fun == nil || fun.kind != funcDecl {
+		return nil, nil
+	}
+	args := n.child[1:]
+	saved := make([]*itype, len(args))
+	for i, a := range args {
+		saved[i] = a.typ
+	}
+	defer func() {
+		for i, a := range args {
+			a.typ = saved[i]
+		}
+	}()
+	for _, a := range args {
+		at, err := nodeType2(interp, sc, a, seen)
+		if err != nil || at == nil || at.incomplete {
+			return nil, err
+		}
+		a.typ = at.defaultType(a.rval, sc)
+	}
+	types, err := inferTypesFromCall(sc, fun, args)
+	if err != nil || len(types) == 0 {
+		return nil, err
+	}
+	g, err := genASTType(sc, fun, types)
+	if err != nil || g == nil {
+		return nil, err
+	}
+	return nodeType2(interp, fun.scope, g.child[2], seen)
+}
