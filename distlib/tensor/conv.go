@@ -1,11 +1,13 @@
 package tensor
 
 import (
+	"math"
 	"runtime"
 	"strings"
 	"sync"
 
 	"godist/distlib/device"
+	"godist/internal/simd"
 )
 
 // convGeom is the geometry of a 2-D window op over NHWC input.
@@ -413,6 +415,18 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 	g := windowGeom("MaxPool", x.shape, size, size, stride, padding)
 	dev := place("MaxPool", x)
 	out := newOn(dev, []int{g.n, g.oh, g.ow, g.c})
+	if g.kh == 2 && g.kw == 2 && g.stride == 2 && g.padTop == 0 && g.padLeft == 0 && 2*g.oh <= g.h && 2*g.ow <= g.w {
+		// The common 2x2 pool: each window's winner as a 2-bit position (a quarter of
+		// the bytes of an index), and a backward pass that writes every input gradient
+		// once, in order, instead of scattering into a zeroed tensor.
+		code := make([]uint8, len(out.data))
+		maxPool2x2(x.data, g, out.data, code)
+		return record(out, func(gr *Tensor, _ []bool) []*Tensor {
+			gx := newOn(gr.device, x.Shape())
+			maxPool2x2Grad(gr.data, code, g, gx.data)
+			return []*Tensor{gx}
+		}, x)
+	}
 	arg := make([]int32, len(out.data))
 	maxPoolRaw(x.data, g, out.data, arg)
 	return record(out, func(gr *Tensor, _ []bool) []*Tensor {
@@ -422,6 +436,101 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 		}
 		return []*Tensor{gx}
 	}, x)
+}
+
+// maxPool2x2 is maxPoolRaw for 2x2 windows, stride 2, no padding: code[i] is the window
+// position of out[i]'s maximum, 0 top left, 1 top right, 2 bottom left, 3 bottom right;
+// the first of equal values wins, as in maxPoolRaw. An odd last row or column of x is in
+// no window.
+func maxPool2x2(x []float32, g convGeom, out []float32, code []uint8) {
+	c, rowLen := g.c, g.w*g.c
+	oi := 0
+	for b := 0; b < g.n; b++ {
+		for oy := 0; oy < g.oh; oy++ {
+			r0 := (b*g.h + 2*oy) * rowLen
+			r1 := r0 + rowLen
+			if simd.MaxPool2x2Row(x[r0:r1], x[r1:r1+rowLen], out[oi:oi+g.ow*c], code[oi:oi+g.ow*c], g.ow, c) {
+				oi += g.ow * c
+				continue
+			}
+			for ox := 0; ox < g.ow; ox++ {
+				i0, i2 := r0+2*ox*c, r1+2*ox*c
+				p0 := x[i0 : i0+c]
+				p1 := x[i0+c : i0+2*c][:len(p0)]
+				p2 := x[i2 : i2+c][:len(p0)]
+				p3 := x[i2+c : i2+2*c][:len(p0)]
+				o := out[oi : oi+c][:len(p0)]
+				k := code[oi : oi+c][:len(p0)]
+				// Without branches: which value wins depends on the data and mispredicts.
+				for ci, m := range p0 {
+					v1, v2, v3 := p1[ci], p2[ci], p3[ci]
+					w := uint8(0)
+					if v1 > m {
+						w = 1
+					}
+					m = max(m, v1)
+					if v2 > m {
+						w = 2
+					}
+					m = max(m, v2)
+					if v3 > m {
+						w = 3
+					}
+					o[ci], k[ci] = max(m, v3), w
+				}
+				oi += c
+			}
+		}
+	}
+}
+
+// maxPool2x2Grad writes the input gradient gx of maxPool2x2 from the output gradient gr
+// and the winners' positions: every element of a window once (the gradient or 0).
+// Elements in no window are left as they are (zero in a new tensor).
+func maxPool2x2Grad(gr []float32, code []uint8, g convGeom, gx []float32) {
+	c, rowLen := g.c, g.w*g.c
+	oi := 0
+	for b := 0; b < g.n; b++ {
+		for oy := 0; oy < g.oh; oy++ {
+			r0 := (b*g.h + 2*oy) * rowLen
+			r1 := r0 + rowLen
+			if simd.MaxPool2x2GradRow(gr[oi:oi+g.ow*c], code[oi:oi+g.ow*c], gx[r0:r1], gx[r1:r1+rowLen], g.ow, c) {
+				oi += g.ow * c
+				continue
+			}
+			for ox := 0; ox < g.ow; ox++ {
+				i0, i2 := r0+2*ox*c, r1+2*ox*c
+				d := gr[oi : oi+c]
+				k := code[oi : oi+c][:len(d)]
+				q0 := gx[i0 : i0+c][:len(d)]
+				q1 := gx[i0+c : i0+2*c][:len(d)]
+				q2 := gx[i2 : i2+c][:len(d)]
+				q3 := gx[i2+c : i2+2*c][:len(d)]
+				// Without branches: the gradient's bits masked by the winner's position.
+				for ci, v := range d {
+					bits, w := math.Float32bits(v), k[ci]
+					var m0, m1, m2, m3 uint32
+					if w == 0 {
+						m0 = ^uint32(0)
+					}
+					if w == 1 {
+						m1 = ^uint32(0)
+					}
+					if w == 2 {
+						m2 = ^uint32(0)
+					}
+					if w == 3 {
+						m3 = ^uint32(0)
+					}
+					q0[ci] = math.Float32frombits(bits & m0)
+					q1[ci] = math.Float32frombits(bits & m1)
+					q2[ci] = math.Float32frombits(bits & m2)
+					q3[ci] = math.Float32frombits(bits & m3)
+				}
+				oi += c
+			}
+		}
+	}
 }
 
 func maxPoolRaw(x []float32, g convGeom, out []float32, arg []int32) {

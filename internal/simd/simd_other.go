@@ -1,0 +1,13 @@
+//go:build !amd64 || purego
+
+package simd
+
+const hasAVX512 = false
+
+func maxPool2x2RowAVX512(r0, r1, out *float32, code *uint8, ow, c int) {
+	panic("simd: no AVX-512 loops in this build")
+}
+
+func maxPool2x2GradRowAVX512(gr *float32, code *uint8, q0, q1 *float32, ow, c int) {
+	panic("simd: no AVX-512 loops in this build")
+}
