@@ -212,7 +212,23 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 	rows, kc := g.n*g.oh*g.ow, g.kh*g.kw*g.c
 	threads := threadsFor(dev)
 	chunk := convChunkRows(kc, o)
-	if rows > 0 && o > 0 {
+	direct := directConv3x3C1(g, o)
+	var bias []float32
+	if direct {
+		bias = make([]float32, o)
+		if b != nil {
+			copy(bias, b.data)
+		}
+	}
+	if rows > 0 && o > 0 && direct {
+		// A 3x3 window over one channel: 9 products per output, each filter block in
+		// registers (internal/simd), instead of copying the windows out and multiplying.
+		runRanges(convRanges(threads, rows, chunk), func(_, r0, r1 int) {
+			forRowRuns(g, r0, r1, func(p, xoff, n int) {
+				simd.Conv3x3C1(x.data[xoff:], g.w, k.data, bias, out.data[p*o:(p+n)*o], n, o, relu)
+			})
+		})
+	} else if rows > 0 && o > 0 {
 		runRanges(convRanges(threads, rows, chunk), func(_, r0, r1 int) {
 			cb := getBuf(chunk * kc)
 			defer packPool.Put(cb)
@@ -282,32 +298,47 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 				gbs[i] = make([]float32, o)
 			}
 		}
-		runRanges(rs, func(i, r0, r1 int) {
-			cb := getBuf(chunk * kc)
-			defer packPool.Put(cb)
-			gzBuf := getBuf(chunk * o)
-			defer packPool.Put(gzBuf)
-			for c0 := r0; c0 < r1; c0 += chunk {
-				c1 := min(c0+chunk, r1)
-				nr := c1 - c0
-				gz := gr.data[c0*o : c1*o]
-				if relu {
-					convPasses.reluGrad((*gzBuf)[:nr*o], gz, out.data[c0*o:c1*o])
-					gz = (*gzBuf)[:nr*o]
+		if direct && !needX {
+			runRanges(rs, func(i, r0, r1 int) {
+				dk, db := gks[i], gbs[i]
+				if dk == nil {
+					dk = make([]float32, kc*o)
 				}
-				if needK {
-					im2colRows(x.data, g, c0, c1, *cb)
-					sgemm(1, true, false, kc, o, nr, 1, *cb, kc, gz, o, 1, gks[i], o)
+				if db == nil {
+					db = make([]float32, o)
 				}
-				if needB {
-					convPasses.sumRows(gz, gbs[i])
+				forRowRuns(g, r0, r1, func(p, xoff, n int) {
+					simd.Conv3x3C1Grad(x.data[xoff:], g.w, gr.data[p*o:(p+n)*o], out.data[p*o:(p+n)*o], n, o, relu, dk, db)
+				})
+			})
+		} else {
+			runRanges(rs, func(i, r0, r1 int) {
+				cb := getBuf(chunk * kc)
+				defer packPool.Put(cb)
+				gzBuf := getBuf(chunk * o)
+				defer packPool.Put(gzBuf)
+				for c0 := r0; c0 < r1; c0 += chunk {
+					c1 := min(c0+chunk, r1)
+					nr := c1 - c0
+					gz := gr.data[c0*o : c1*o]
+					if relu {
+						convPasses.reluGrad((*gzBuf)[:nr*o], gz, out.data[c0*o:c1*o])
+						gz = (*gzBuf)[:nr*o]
+					}
+					if needK {
+						im2colRows(x.data, g, c0, c1, *cb)
+						sgemm(1, true, false, kc, o, nr, 1, *cb, kc, gz, o, 1, gks[i], o)
+					}
+					if needB {
+						convPasses.sumRows(gz, gbs[i])
+					}
+					if needX {
+						sgemm(1, false, true, nr, kc, o, 1, gz, o, k.data, o, 0, *cb, kc)
+						col2imRows(*cb, g, c0, c1, res[0].data)
+					}
 				}
-				if needX {
-					sgemm(1, false, true, nr, kc, o, 1, gz, o, k.data, o, 0, *cb, kc)
-					col2imRows(*cb, g, c0, c1, res[0].data)
-				}
-			}
-		})
+			})
+		}
 		for i := 1; i < len(rs); i++ {
 			if needK {
 				addTo(res[1].data, gks[i])
@@ -318,6 +349,26 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 		}
 		return res
 	}, ins...)
+}
+
+// directConv3x3C1 reports whether FusedConv2D of geometry g with o filters runs as a
+// direct 3x3 convolution of one input channel (stride 1, valid; internal/simd).
+func directConv3x3C1(g convGeom, o int) bool {
+	return simd.Available() && g.kh == 3 && g.kw == 3 && g.c == 1 && g.stride == 1 &&
+		g.padTop == 0 && g.padLeft == 0 && g.oh == g.h-2 && g.ow == g.w-2 && o > 0 && o%16 == 0
+}
+
+// forRowRuns calls f for each run of consecutive output positions [r0, r1) (flattened
+// n*oh*ow) within one output row: p the first position, xoff the offset of its window's
+// top-left input in a one-channel NHWC input, n the run's length.
+func forRowRuns(g convGeom, r0, r1 int, f func(p, xoff, n int)) {
+	for p := r0; p < r1; {
+		img, rem := p/(g.oh*g.ow), p%(g.oh*g.ow)
+		oy, ox := rem/g.ow, rem%g.ow
+		n := min(r1-p, g.ow-ox)
+		f(p, (img*g.h+oy)*g.w+ox, n)
+		p += n
+	}
 }
 
 // chunkPasses are FusedConv2D's element-wise passes over a chunk of o-long rows.

@@ -17,11 +17,17 @@ func TestFusedConv2DChunks(t *testing.T) {
 		padding string
 		relu    bool
 		bias    bool
+		// constX: the input is a constant (the images), so no input gradient: a 3x3
+		// one-channel convolution then takes the direct backward pass.
+		constX bool
 	}{
-		{[]int{3, 30, 30, 1}, []int{3, 3, 1, 32}, 1, "valid", true, true},  // 2352 rows, chunk 1536
-		{[]int{5, 20, 20, 4}, []int{3, 3, 4, 8}, 1, "same", true, true},    // 2000 rows, chunk 1440
-		{[]int{3, 41, 39, 2}, []int{2, 2, 2, 5}, 2, "same", false, false},  // 1260 rows, chunk 3840
-		{[]int{1, 64, 70, 1}, []int{3, 3, 1, 16}, 1, "valid", true, false}, // one image, 4216 rows
+		{[]int{3, 30, 30, 1}, []int{3, 3, 1, 32}, 1, "valid", true, true, false},  // 2352 rows, chunk 1536
+		{[]int{5, 20, 20, 4}, []int{3, 3, 4, 8}, 1, "same", true, true, false},    // 2000 rows, chunk 1440
+		{[]int{3, 41, 39, 2}, []int{2, 2, 2, 5}, 2, "same", false, false, false},  // 1260 rows, chunk 3840
+		{[]int{1, 64, 70, 1}, []int{3, 3, 1, 16}, 1, "valid", true, false, false}, // one image, 4216 rows
+		{[]int{3, 30, 30, 1}, []int{3, 3, 1, 32}, 1, "valid", true, true, true},
+		{[]int{5, 26, 28, 1}, []int{3, 3, 1, 64}, 1, "valid", false, false, true},
+		{[]int{2, 9, 7, 1}, []int{3, 3, 1, 16}, 1, "valid", true, true, true},
 	}
 	for _, tc := range tests {
 		for _, threads := range []int{1, 2} {
@@ -35,6 +41,10 @@ func TestFusedConv2DChunks(t *testing.T) {
 				grads := func(fused bool) ([]*Tensor, *Tensor) {
 					vx, vk := NewVariable("x", x, true), NewVariable("k", k, true)
 					vars := []*Variable{vx, vk}
+					xv := vx.Value()
+					if tc.constX {
+						vars, xv = vars[1:], x
+					}
 					var vb *Variable
 					if b != nil {
 						vb = NewVariable("b", b, true)
@@ -47,9 +57,9 @@ func TestFusedConv2DChunks(t *testing.T) {
 						if vb != nil {
 							bv = vb.Value()
 						}
-						y = FusedConv2D(vx.Value(), vk.Value(), bv, tc.stride, tc.padding, tc.relu)
+						y = FusedConv2D(xv, vk.Value(), bv, tc.stride, tc.padding, tc.relu)
 					} else {
-						y = Conv2D(vx.Value(), vk.Value(), tc.stride, tc.padding)
+						y = Conv2D(xv, vk.Value(), tc.stride, tc.padding)
 						if vb != nil {
 							y = BiasAdd(y, vb.Value())
 						}
@@ -76,7 +86,11 @@ func TestFusedConv2DChunks(t *testing.T) {
 				if i, ok := near(yRef.data, direct, 1e-4); !ok {
 					t.Fatalf("Conv2D+BiasAdd+Relu[%d] = %v, direct definition %v", i, yRef.data[i], direct[i])
 				}
-				for j, name := range []string{"input", "kernel", "bias"}[:len(got)] {
+				names := []string{"input", "kernel", "bias"}
+				if tc.constX {
+					names = names[1:]
+				}
+				for j, name := range names[:len(got)] {
 					if i, ok := near(got[j].data, want[j].data, 1e-3); !ok {
 						t.Errorf("%s gradient[%d] = %v, separate ops give %v", name, i, got[j].data[i], want[j].data[i])
 					}

@@ -32,3 +32,46 @@ func MaxPool2x2GradRow(gr []float32, code []uint8, q0, q1 []float32, ow, c int) 
 	maxPool2x2GradRowAVX512(&gr[0], &code[0], &q0[0], &q1[0], ow, c)
 	return true
 }
+
+// Conv3x3C1 computes npix consecutive output pixels of a 3x3, stride-1 convolution of a
+// one-channel image with o filters (o a multiple of 16): x is the image from the top-left
+// input pixel of the first window, w the image width, k the kernel (9 rows of o, HWIO),
+// bias o values, out npix pixels of o. Each output is bias + the window's products summed
+// in window order, then a ReLU (the value with its sign-extended sign bit cleared) when
+// relu is set.
+func Conv3x3C1(x []float32, w int, k, bias, out []float32, npix, o int, relu bool) bool {
+	if !hasAVX512 || o <= 0 || o%16 != 0 || npix <= 0 || w < npix+2 {
+		return false
+	}
+	_, _, _, _ = x[2*w+npix+1], k[9*o-1], bias[o-1], out[npix*o-1]
+	conv3x3C1AVX512(&x[0], w, &k[0], &bias[0], &out[0], npix, o, b2i(relu))
+	return true
+}
+
+// Conv3x3C1Grad adds the kernel and bias gradients of Conv3x3C1's npix pixels to dk (9
+// rows of o) and db (o): gr is the output gradient (npix pixels of o); with relu set, y is
+// the output and only positive outputs pass their gradient.
+func Conv3x3C1Grad(x []float32, w int, gr, y []float32, npix, o int, relu bool, dk, db []float32) bool {
+	if !hasAVX512 || o <= 0 || o%16 != 0 || npix <= 0 || w < npix+2 {
+		return false
+	}
+	_, _, _, _ = x[2*w+npix+1], gr[npix*o-1], dk[9*o-1], db[o-1]
+	yp := &gr[0]
+	if relu {
+		_ = y[npix*o-1]
+		yp = &y[0]
+	}
+	conv3x3C1GradAVX512(&x[0], w, &gr[0], yp, npix, o, b2i(relu), &dk[0], &db[0])
+	return true
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Available reports whether this build and CPU have the AVX-512 loops (when it is false,
+// every function here declines).
+func Available() bool { return hasAVX512 }

@@ -110,3 +110,172 @@ gvec:
 	JNZ  gpixel
 	VZEROUPPER
 	RET
+
+// func conv3x3C1AVX512(x *float32, w int, k, bias, out *float32, npix, o, relu int)
+// For each 16-filter block: its 9 kernel rows in Z0-Z8 and bias in Z9, then every pixel:
+// Z10 = bias + the 9 products (embedded-broadcast FMAs from the 3 input rows).
+TEXT ·conv3x3C1AVX512(SB), NOSPLIT, $0-64
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), R8
+	SHLQ $2, R8           // row stride, bytes
+	MOVQ k+16(FP), R9
+	MOVQ bias+24(FP), R10
+	MOVQ out+32(FP), DI
+	MOVQ o+48(FP), R13
+	SHLQ $2, R13          // o in bytes: one kernel row, one output pixel
+	XORQ BX, BX           // block offset, bytes
+
+cblock:
+	// kernel rows t = 0..8 of this block: R9 + t*R13 + BX
+	LEAQ    (R9)(BX*1), AX
+	VMOVUPS (AX), Z0
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z1
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z2
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z3
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z4
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z5
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z6
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z7
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z8
+	VMOVUPS (R10)(BX*1), Z9
+	MOVQ    SI, R11       // row 0 of the window
+	LEAQ    (SI)(R8*1), R12
+	LEAQ    (R12)(R8*1), DX
+	LEAQ    (DI)(BX*1), R14
+	MOVQ    npix+40(FP), CX
+
+cpix:
+	VMOVAPS Z9, Z10
+	VFMADD231PS.BCST (R11), Z0, Z10
+	VFMADD231PS.BCST 4(R11), Z1, Z10
+	VFMADD231PS.BCST 8(R11), Z2, Z10
+	VFMADD231PS.BCST (R12), Z3, Z10
+	VFMADD231PS.BCST 4(R12), Z4, Z10
+	VFMADD231PS.BCST 8(R12), Z5, Z10
+	VFMADD231PS.BCST (DX), Z6, Z10
+	VFMADD231PS.BCST 4(DX), Z7, Z10
+	VFMADD231PS.BCST 8(DX), Z8, Z10
+	CMPQ relu+56(FP), $0
+	JEQ  cstore
+	VPSRAD  $31, Z10, Z11
+	VPANDND Z10, Z11, Z10
+
+cstore:
+	VMOVUPS Z10, (R14)
+	ADDQ    $4, R11
+	ADDQ    $4, R12
+	ADDQ    $4, DX
+	ADDQ    R13, R14
+	DECQ    CX
+	JNZ     cpix
+
+	ADDQ $64, BX
+	CMPQ BX, R13
+	JB   cblock
+	VZEROUPPER
+	RET
+
+// func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, dk, db *float32)
+// For each 16-filter block: its 9 kernel-gradient rows in Z0-Z8 and bias gradient in Z9,
+// then every pixel: g = the output gradient (masked by y > 0 with relu), Z9 += g, and
+// Zt += x_t * g for the window's 9 inputs.
+TEXT ·conv3x3C1GradAVX512(SB), NOSPLIT, $0-72
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), R8
+	SHLQ $2, R8
+	MOVQ gr+16(FP), DI
+	MOVQ y+24(FP), R15
+	MOVQ o+40(FP), R13
+	SHLQ $2, R13
+	MOVQ dk+56(FP), R9
+	MOVQ db+64(FP), R10
+	VPXORD Z31, Z31, Z31
+	XORQ BX, BX
+
+gblock:
+	LEAQ    (R9)(BX*1), AX
+	VMOVUPS (AX), Z0
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z1
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z2
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z3
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z4
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z5
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z6
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z7
+	ADDQ    R13, AX
+	VMOVUPS (AX), Z8
+	VMOVUPS (R10)(BX*1), Z9
+	MOVQ    SI, R11
+	LEAQ    (SI)(R8*1), R12
+	LEAQ    (R12)(R8*1), DX
+	LEAQ    (DI)(BX*1), R14
+	LEAQ    (R15)(BX*1), AX
+	MOVQ    npix+32(FP), CX
+
+gpix:
+	VMOVUPS (R14), Z10
+	CMPQ    relu+48(FP), $0
+	JEQ     gacc
+	VMOVUPS (AX), Z11
+	VPSUBD  Z11, Z31, Z11
+	VPSRAD  $31, Z11, Z11
+	VPANDD  Z11, Z10, Z10
+
+gacc:
+	VADDPS Z10, Z9, Z9
+	VFMADD231PS.BCST (R11), Z10, Z0
+	VFMADD231PS.BCST 4(R11), Z10, Z1
+	VFMADD231PS.BCST 8(R11), Z10, Z2
+	VFMADD231PS.BCST (R12), Z10, Z3
+	VFMADD231PS.BCST 4(R12), Z10, Z4
+	VFMADD231PS.BCST 8(R12), Z10, Z5
+	VFMADD231PS.BCST (DX), Z10, Z6
+	VFMADD231PS.BCST 4(DX), Z10, Z7
+	VFMADD231PS.BCST 8(DX), Z10, Z8
+	ADDQ R13, R14
+	ADDQ R13, AX
+	ADDQ $4, R11
+	ADDQ $4, R12
+	ADDQ $4, DX
+	DECQ CX
+	JNZ  gpix
+
+	LEAQ    (R9)(BX*1), AX
+	VMOVUPS Z0, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z1, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z2, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z3, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z4, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z5, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z6, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z7, (AX)
+	ADDQ    R13, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, (R10)(BX*1)
+	ADDQ    $64, BX
+	CMPQ    BX, R13
+	JB      gblock
+	VZEROUPPER
+	RET

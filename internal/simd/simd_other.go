@@ -11,3 +11,11 @@ func maxPool2x2RowAVX512(r0, r1, out *float32, code *uint8, ow, c int) {
 func maxPool2x2GradRowAVX512(gr *float32, code *uint8, q0, q1 *float32, ow, c int) {
 	panic("simd: no AVX-512 loops in this build")
 }
+
+func conv3x3C1AVX512(x *float32, w int, k, bias, out *float32, npix, o, relu int) {
+	panic("simd: no AVX-512 loops in this build")
+}
+
+func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, dk, db *float32) {
+	panic("simd: no AVX-512 loops in this build")
+}

@@ -1,0 +1,96 @@
+package simd
+
+import (
+	"math"
+	"math/rand"
+	"testing"
+)
+
+func close32(a, b float32) bool {
+	return math.Abs(float64(a-b)) <= 1e-5*(1+math.Abs(float64(b)))
+}
+
+// TestConv3x3C1 checks the direct convolution and its gradients against plain loops on
+// random data, for 16, 32 and 64 filters, with and without the ReLU.
+func TestConv3x3C1(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("simd: this CPU has no AVX-512 (the callers use their Go loops)")
+	}
+	rng := rand.New(rand.NewSource(3))
+	const h, w = 5, 9
+	x := make([]float32, h*w)
+	for i := range x {
+		x[i] = rng.Float32()*2 - 1
+	}
+	for _, o := range []int{16, 32, 64} {
+		for _, relu := range []bool{false, true} {
+			k := make([]float32, 9*o)
+			bias := make([]float32, o)
+			for i := range k {
+				k[i] = rng.Float32()*2 - 1
+			}
+			for i := range bias {
+				bias[i] = rng.Float32() - 0.5
+			}
+			npix := w - 2
+			for oy := 0; oy < h-2; oy++ {
+				out := make([]float32, npix*o)
+				if !Conv3x3C1(x[oy*w:], w, k, bias, out, npix, o, relu) {
+					t.Fatal("Conv3x3C1 declined")
+				}
+				gr := make([]float32, npix*o)
+				for i := range gr {
+					gr[i] = rng.Float32()*2 - 1
+				}
+				dk, db := make([]float32, 9*o), make([]float32, o)
+				if !Conv3x3C1Grad(x[oy*w:], w, gr, out, npix, o, relu, dk, db) {
+					t.Fatal("Conv3x3C1Grad declined")
+				}
+				wantK, wantB := make([]float32, 9*o), make([]float32, o)
+				for p := 0; p < npix; p++ {
+					for f := 0; f < o; f++ {
+						s := bias[f]
+						for t9 := 0; t9 < 9; t9++ {
+							s += x[(oy+t9/3)*w+p+t9%3] * k[t9*o+f]
+						}
+						if relu && s < 0 {
+							s = 0
+						}
+						if got := out[p*o+f]; !close32(got, s) {
+							t.Fatalf("o %d relu %v: out[%d,%d] = %v, want %v", o, relu, p, f, got, s)
+						}
+						g := gr[p*o+f]
+						if relu && out[p*o+f] <= 0 {
+							g = 0
+						}
+						wantB[f] += g
+						for t9 := 0; t9 < 9; t9++ {
+							wantK[t9*o+f] += x[(oy+t9/3)*w+p+t9%3] * g
+						}
+					}
+				}
+				for i := range wantK {
+					if !close32(dk[i], wantK[i]) {
+						t.Fatalf("o %d relu %v: dk[%d] = %v, want %v", o, relu, i, dk[i], wantK[i])
+					}
+				}
+				for i := range wantB {
+					if !close32(db[i], wantB[i]) {
+						t.Fatalf("o %d relu %v: db[%d] = %v, want %v", o, relu, i, db[i], wantB[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestDeclines: shapes without a vector loop are declined, not computed wrong.
+func TestDeclines(t *testing.T) {
+	x := make([]float32, 100)
+	if Conv3x3C1(x, 10, make([]float32, 9*8), make([]float32, 8), make([]float32, 8*8), 8, 8, false) {
+		t.Error("Conv3x3C1 with 8 filters ran; want declined")
+	}
+	if MaxPool2x2Row(x, x, make([]float32, 12), make([]uint8, 12), 1, 12) {
+		t.Error("MaxPool2x2Row with 12 channels ran; want declined")
+	}
+}
