@@ -13,6 +13,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"godist/internal/simd"
 )
 
 // Kind is an update rule.
@@ -207,6 +209,16 @@ func (s *Spec) adam(w, g []float32, slots [][]float32, t int64) {
 	tf := float64(t)
 	alpha := float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
 	b1, b2, eps := float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon)
+	// The AVX-512 loop does the same arithmetic (bit for bit) 16 elements at a time; the
+	// Go loops do the rest.
+	i := simd.Adam(w, g, m, v, alpha, b1, b2, eps)
+	adamGo(w[i:], g[i:], m[i:], v[i:], alpha, b1, b2, eps)
+}
+
+// adamGo is adam's update in Go, alpha the step's learning rate with the bias corrections.
+func adamGo(w, g, m, v []float32, alpha, b1, b2, eps float32) {
+	n := len(w)
+	g, m, v = g[:n], m[:n], v[:n]
 	i := 0
 	// Four elements per iteration (the same arithmetic per element as the loop below).
 	for ; i+4 <= n; i += 4 {

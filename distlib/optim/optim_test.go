@@ -3,6 +3,7 @@ package optim
 import (
 	"errors"
 	"math"
+	"math/rand"
 	"strings"
 	"testing"
 )
@@ -211,5 +212,38 @@ func TestUnmarshalBinaryErrors(t *testing.T) {
 				t.Fatalf("UnmarshalBinary changed the spec on error: %+v", s)
 			}
 		})
+	}
+}
+
+// TestAdamVectorLoopIsTheGoLoop: the AVX-512 Adam (16 elements at a time) gives the Go
+// loop's values bit for bit, over lengths around multiples of 16 and several steps.
+func TestAdamVectorLoopIsTheGoLoop(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for _, n := range []int{1, 15, 16, 17, 33, 1000} {
+		init := func() (w, m, v []float32) {
+			w, m, v = make([]float32, n), make([]float32, n), make([]float32, n)
+			for i := range w {
+				w[i] = rng.Float32()*2 - 1
+			}
+			return
+		}
+		w1, m1, v1 := init()
+		w2, m2, v2 := append([]float32(nil), w1...), append([]float32(nil), m1...), append([]float32(nil), v1...)
+		s := Spec{Kind: Adam, LearningRate: 1e-3, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}
+		for step := int64(1); step <= 3; step++ {
+			g := make([]float32, n)
+			for i := range g {
+				g[i] = rng.Float32()*2 - 1
+			}
+			s.adam(w1, g, [][]float32{m1, v1}, step)
+			tf := float64(step)
+			alpha := float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
+			adamGo(w2, g, m2, v2, alpha, float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon))
+		}
+		for i := range w1 {
+			if math.Float32bits(w1[i]) != math.Float32bits(w2[i]) || m1[i] != m2[i] || v1[i] != v2[i] {
+				t.Fatalf("n %d: element %d: w %v m %v v %v, Go loop %v %v %v", n, i, w1[i], m1[i], v1[i], w2[i], m2[i], v2[i])
+			}
+		}
 	}
 }

@@ -75,3 +75,17 @@ func b2i(b bool) int {
 // Available reports whether this build and CPU have the AVX-512 loops (when it is false,
 // every function here declines).
 func Available() bool { return hasAVX512 }
+
+// Adam applies Keras 3's Adam update to the first len(w) &^ 15 elements and returns how
+// many it did (the caller's Go loop does the rest): m += (g-m)*b1; v += (g*g-v)*b2;
+// w -= alpha*m/(sqrt(v)+eps), in that order and with no fused multiply-add, so each
+// element is bit for bit the Go loop's.
+func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
+	n := len(w) &^ 15
+	if !hasAVX512 || n == 0 {
+		return 0
+	}
+	_, _, _ = g[n-1], m[n-1], v[n-1]
+	adamAVX512(&w[0], &g[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+	return n
+}

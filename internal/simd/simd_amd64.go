@@ -17,3 +17,6 @@ func conv3x3C1AVX512(x *float32, w int, k, bias, out *float32, npix, o, relu int
 
 //go:noescape
 func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, dk, db *float32)
+
+//go:noescape
+func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)

@@ -279,3 +279,45 @@ gacc:
 	JB      gblock
 	VZEROUPPER
 	RET
+
+// func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+TEXT ·adamAVX512(SB), NOSPLIT, $0-56
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), R8
+	MOVQ         n+32(FP), CX
+	SHRQ         $4, CX
+	VBROADCASTSS alpha+40(FP), Z28
+	VBROADCASTSS b1+44(FP), Z29
+	VBROADCASTSS b2+48(FP), Z30
+	VBROADCASTSS eps+52(FP), Z31
+
+adamloop:
+	VMOVUPS (SI), Z0     // g
+	VMOVUPS (DX), Z1     // m
+	VMOVUPS (R8), Z2     // v
+	VSUBPS  Z1, Z0, Z3   // g - m
+	VMULPS  Z29, Z3, Z3  // (g-m)*b1
+	VADDPS  Z3, Z1, Z1   // m + ...
+	VMULPS  Z0, Z0, Z4   // g*g
+	VSUBPS  Z2, Z4, Z4   // g*g - v
+	VMULPS  Z30, Z4, Z4  // *b2
+	VADDPS  Z4, Z2, Z2   // v + ...
+	VMOVUPS Z1, (DX)
+	VMOVUPS Z2, (R8)
+	VSQRTPS Z2, Z5
+	VADDPS  Z31, Z5, Z5  // sqrt(v) + eps
+	VMULPS  Z28, Z1, Z6  // alpha*m
+	VDIVPS  Z5, Z6, Z6   // / (sqrt(v)+eps)
+	VMOVUPS (DI), Z7
+	VSUBPS  Z6, Z7, Z7
+	VMOVUPS Z7, (DI)
+	ADDQ    $64, DI
+	ADDQ    $64, SI
+	ADDQ    $64, DX
+	ADDQ    $64, R8
+	DECQ    CX
+	JNZ     adamloop
+	VZEROUPPER
+	RET

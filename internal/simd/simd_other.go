@@ -19,3 +19,7 @@ func conv3x3C1AVX512(x *float32, w int, k, bias, out *float32, npix, o, relu int
 func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, dk, db *float32) {
 	panic("simd: no AVX-512 loops in this build")
 }
+
+func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32) {
+	panic("simd: no AVX-512 loops in this build")
+}
