@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"godist/distlib/device"
+	"godist/internal/simd"
 )
 
 // Matrix multiply kernels. sgemm is the entry point: C = alpha*op(A)*op(B) + beta*C on
@@ -192,6 +193,9 @@ func packB(nr int, trans bool, b []float32, ldb, p0, kc, n int, bp []float32) {
 			continue
 		}
 		// op(B)(p, j) = b[j*ldb + p]
+		if cols == 32 && nr == 32 && simd.PackTrans32(b[j0*ldb+p0:], ldb, kc, dst) {
+			continue
+		}
 		if cols == nr {
 			for p := 0; p < kc; p++ {
 				d := dst[p*nr : p*nr+nr]
@@ -246,6 +250,28 @@ func packA(mr int, trans bool, a []float32, lda, i0, mc, p0, kc int, ap []float3
 			for p := range r0s {
 				d := dst[p*6 : p*6+6 : p*6+6]
 				d[0], d[1], d[2], d[3], d[4], d[5] = r0s[p], r1s[p], r2s[p], r3s[p], r4s[p], r5s[p]
+			}
+			continue
+		}
+		if rows == 12 && mr == 12 {
+			// Twelve read streams, sequential writes (the AVX-512 kernel's strips).
+			base := (i0+r0)*lda + p0
+			r0s := a[base : base+kc]
+			r1s := a[base+lda : base+lda+kc][:len(r0s)]
+			r2s := a[base+2*lda : base+2*lda+kc][:len(r0s)]
+			r3s := a[base+3*lda : base+3*lda+kc][:len(r0s)]
+			r4s := a[base+4*lda : base+4*lda+kc][:len(r0s)]
+			r5s := a[base+5*lda : base+5*lda+kc][:len(r0s)]
+			r6s := a[base+6*lda : base+6*lda+kc][:len(r0s)]
+			r7s := a[base+7*lda : base+7*lda+kc][:len(r0s)]
+			r8s := a[base+8*lda : base+8*lda+kc][:len(r0s)]
+			r9s := a[base+9*lda : base+9*lda+kc][:len(r0s)]
+			r10s := a[base+10*lda : base+10*lda+kc][:len(r0s)]
+			r11s := a[base+11*lda : base+11*lda+kc][:len(r0s)]
+			for p := range r0s {
+				d := dst[p*12 : p*12+12 : p*12+12]
+				d[0], d[1], d[2], d[3], d[4], d[5] = r0s[p], r1s[p], r2s[p], r3s[p], r4s[p], r5s[p]
+				d[6], d[7], d[8], d[9], d[10], d[11] = r6s[p], r7s[p], r8s[p], r9s[p], r10s[p], r11s[p]
 			}
 			continue
 		}

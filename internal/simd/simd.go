@@ -89,3 +89,15 @@ func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
 	adamAVX512(&w[0], &g[0], &m[0], &v[0], n, alpha, b1, b2, eps)
 	return n
 }
+
+// PackTrans32 packs a 32-column strip of a transposed matrix for a matrix multiply: for p
+// in [0, kc), dst[p*32+j] = b[j*ldb+p], j in [0, 32) (b starts at the strip's first
+// element). It gathers 16 columns at a time.
+func PackTrans32(b []float32, ldb, kc int, dst []float32) bool {
+	if !hasAVX512 || kc <= 0 || ldb <= 0 || ldb >= 1<<24 {
+		return false
+	}
+	_, _ = b[31*ldb+kc-1], dst[32*kc-1]
+	packTrans32AVX512(&b[0], ldb, kc, &dst[0])
+	return true
+}

@@ -20,3 +20,6 @@ func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, d
 
 //go:noescape
 func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+
+//go:noescape
+func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)

@@ -321,3 +321,40 @@ adamloop:
 	JNZ     adamloop
 	VZEROUPPER
 	RET
+
+// func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
+// Z30 holds the indices 0, ldb, ..., 15*ldb; the second half of the strip starts
+// 16*ldb floats further.
+TEXT ·packTrans32AVX512(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), AX
+	MOVQ kc+16(FP), CX
+	MOVQ dst+24(FP), DI
+	// indices: j*ldb for j = 0..15
+	VPBROADCASTD AX, Z1      // ldb in every lane
+	MOVL         $0, DX
+	VPBROADCASTD DX, Z30
+	MOVQ         $0x0f0e0d0c0b0a0908, R8
+	MOVQ         $0x0706050403020100, R9
+	VMOVQ        R9, X2
+	VPINSRQ      $1, R8, X2, X2
+	VPMOVZXBD    X2, Z2      // 0..15
+	VPMULLD      Z1, Z2, Z30 // j*ldb
+	MOVQ         AX, R10
+	SHLQ         $6, R10     // 16*ldb*4 bytes
+	LEAQ         (SI)(R10*1), R11
+
+ploop:
+	KXNORW     K1, K1, K1
+	VGATHERDPS (SI)(Z30*4), K1, Z0
+	KXNORW     K2, K2, K2
+	VGATHERDPS (R11)(Z30*4), K2, Z3
+	VMOVUPS    Z0, (DI)
+	VMOVUPS    Z3, 64(DI)
+	ADDQ       $4, SI
+	ADDQ       $4, R11
+	ADDQ       $128, DI
+	DECQ       CX
+	JNZ        ploop
+	VZEROUPPER
+	RET

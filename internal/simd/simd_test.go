@@ -94,3 +94,26 @@ func TestDeclines(t *testing.T) {
 		t.Error("MaxPool2x2Row with 12 channels ran; want declined")
 	}
 }
+
+func TestPackTrans32(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("simd: this CPU has no AVX-512")
+	}
+	for _, tc := range []struct{ ldb, kc int }{{64, 64}, {70, 33}, {5408, 64}, {40, 1}} {
+		b := make([]float32, 32*tc.ldb)
+		for i := range b {
+			b[i] = float32(i)
+		}
+		dst := make([]float32, 32*tc.kc)
+		if !PackTrans32(b, tc.ldb, tc.kc, dst) {
+			t.Fatal("declined")
+		}
+		for p := 0; p < tc.kc; p++ {
+			for j := 0; j < 32; j++ {
+				if got, want := dst[p*32+j], b[j*tc.ldb+p]; got != want {
+					t.Fatalf("ldb %d kc %d: dst[%d*32+%d] = %v, want %v", tc.ldb, tc.kc, p, j, got, want)
+				}
+			}
+		}
+	}
+}
