@@ -43,8 +43,8 @@ func (m *model) vars() []*tensor.Variable {
 }
 
 func (m *model) loss(x, y *tensor.Tensor) *tensor.Tensor {
-	h := tensor.FusedConv2D(x, m.convK.Value(), m.convB.Value(), 1, "valid", true)
-	h = tensor.MaxPool2D(h, 2, 2, "valid")
+	// Conv2D(32, 3, relu) and MaxPooling2D(2) as keras runs them: one op.
+	h := tensor.ConvReLUMaxPool2D(x, m.convK.Value(), m.convB.Value())
 	h = tensor.Flatten(h)
 	h = tensor.Dense(h, m.w1.Value(), m.b1.Value(), true)
 	logits := tensor.Dense(h, m.w2.Value(), m.b2.Value(), false)

@@ -326,8 +326,17 @@ func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bo
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
-	for i, l := range m.layers {
-		r := m.paramRange[i]
+	for i := 0; i < len(m.layers); i++ {
+		l, r := m.layers[i], m.paramRange[i]
+		// Two layers one op computes together (a convolution with its ReLU and the max
+		// pool after it): the intermediate output is never made.
+		if i+1 < len(m.layers) && m.paramRange[i+1][0] == m.paramRange[i+1][1] {
+			if f := layers.FusedForward(l, m.layers[i+1]); f != nil {
+				x = f(x, vals[r[0]:r[1]])
+				i++
+				continue
+			}
+		}
 		x = l.Forward(x, vals[r[0]:r[1]], training, mix(stepSeed, uint64(i)))
 	}
 	return x

@@ -99,3 +99,66 @@ func TestFusedConv2DChunks(t *testing.T) {
 		}
 	}
 }
+
+// TestConvReLUMaxPool2D: the fused op gives the two ops' pooled values bit for bit and their
+// kernel and bias gradients (within rounding), on the fused path (one channel, 3x3, 16 or
+// 32 filters, odd and even sizes) and on the fallbacks (a tracked input, 2 channels).
+func TestConvReLUMaxPool2D(t *testing.T) {
+	for _, tc := range []struct {
+		x, k         []int
+		bias, trackX bool
+	}{
+		{[]int{3, 28, 28, 1}, []int{3, 3, 1, 32}, true, false},
+		{[]int{2, 9, 12, 1}, []int{3, 3, 1, 16}, false, false},
+		{[]int{2, 8, 8, 1}, []int{3, 3, 1, 32}, true, true},
+		{[]int{2, 8, 8, 2}, []int{3, 3, 2, 16}, true, false},
+	} {
+		t.Run(fmt.Sprintf("x%v/k%v/bias=%v/trackX=%v", tc.x, tc.k, tc.bias, tc.trackX), func(t *testing.T) {
+			x, k := rnd(1, tc.x...), rnd(2, tc.k...)
+			var b *Tensor
+			if tc.bias {
+				b = rnd(3, tc.k[3])
+			}
+			run := func(fused bool) ([]*Tensor, *Tensor) {
+				vk := NewVariable("k", k, true)
+				vars := []*Variable{vk}
+				var bv *Tensor
+				if b != nil {
+					vb := NewVariable("b", b, true)
+					vars = append(vars, vb)
+				}
+				tape := NewGradientTape()
+				xv := x
+				if tc.trackX {
+					vx := NewVariable("x", x, true)
+					xv = vx.Value()
+				}
+				if len(vars) == 2 {
+					bv = vars[1].Value()
+				}
+				var y *Tensor
+				if fused {
+					y = ConvReLUMaxPool2D(xv, vk.Value(), bv)
+				} else {
+					y = MaxPool2D(FusedConv2D(xv, vk.Value(), bv, 1, "valid", true), 2, 2, "valid")
+				}
+				return tape.Gradient(lossOf(y), vars), y
+			}
+			got, y := run(true)
+			want, yRef := run(false)
+			if !sameShape(y.Shape(), yRef.Shape()) {
+				t.Fatalf("shape %v, want %v", y.Shape(), yRef.Shape())
+			}
+			for i := range yRef.data {
+				if y.data[i] != yRef.data[i] {
+					t.Fatalf("out[%d] = %v, the two ops give %v", i, y.data[i], yRef.data[i])
+				}
+			}
+			for j, name := range []string{"kernel", "bias"}[:len(got)] {
+				if i, ok := near(got[j].data, want[j].data, 1e-3); !ok {
+					t.Errorf("%s gradient[%d] = %v, the two ops give %v", name, i, got[j].data[i], want[j].data[i])
+				}
+			}
+		})
+	}
+}

@@ -101,3 +101,31 @@ func PackTrans32(b []float32, ldb, kc int, dst []float32) bool {
 	packTrans32AVX512(&b[0], ldb, kc, &dst[0])
 	return true
 }
+
+// ConvReLUPool computes one output row of a 3x3, stride-1 convolution of a one-channel
+// image with o filters (o a multiple of 16), its ReLU, and the 2x2 stride-2 max pool of
+// that, without the convolution's output: x is the image from the top-left of the row's
+// first 4x4 input patch (4 input rows of width w), out gets pw pooled pixels of o values
+// and code their winners' window positions as MaxPool2x2Row gives them (on the
+// convolution's values before the ReLU, which does not change the order). Each
+// convolution value is bias + the window's products summed in window order, as Conv3x3C1.
+func ConvReLUPool(x []float32, w int, k, bias, out []float32, code []uint8, pw, o int) bool {
+	if !hasAVX512 || o <= 0 || o%16 != 0 || pw <= 0 || w < 2*pw+2 {
+		return false
+	}
+	_, _, _, _, _ = x[3*w+2*pw+1], k[9*o-1], bias[o-1], out[pw*o-1], code[pw*o-1]
+	convReLUPoolAVX512(&x[0], w, &k[0], &bias[0], &out[0], &code[0], pw, o)
+	return true
+}
+
+// ConvReLUPoolGrad adds the kernel and bias gradients of one ConvReLUPool output row to dk
+// (9 rows of o) and db (o): gr is the pooled output's gradient, y the pooled output (a
+// gradient passes where y > 0) and code the winners; each passes to its winner's window.
+func ConvReLUPoolGrad(x []float32, w int, gr, y []float32, code []uint8, pw, o int, dk, db []float32) bool {
+	if !hasAVX512 || o <= 0 || o%16 != 0 || pw <= 0 || w < 2*pw+2 {
+		return false
+	}
+	_, _, _, _, _, _ = x[3*w+2*pw+1], gr[pw*o-1], y[pw*o-1], code[pw*o-1], dk[9*o-1], db[o-1]
+	convReLUPoolGradAVX512(&x[0], w, &gr[0], &y[0], &code[0], pw, o, &dk[0], &db[0])
+	return true
+}

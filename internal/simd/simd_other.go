@@ -27,3 +27,11 @@ func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32) {
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32) {
 	panic("simd: no AVX-512 loops in this build")
 }
+
+func convReLUPoolAVX512(x *float32, w int, k, bias, out *float32, code *uint8, pw, o int) {
+	panic("simd: no AVX-512 loops in this build")
+}
+
+func convReLUPoolGradAVX512(x *float32, w int, gr, y *float32, code *uint8, pw, o int, dk, db *float32) {
+	panic("simd: no AVX-512 loops in this build")
+}

@@ -117,3 +117,88 @@ func TestPackTrans32(t *testing.T) {
 		}
 	}
 }
+
+// TestConvReLUPool checks the fused convolution, ReLU and 2x2 max pool, and its gradients,
+// against plain loops (the pooled values bit for bit: the same sums as Conv3x3C1).
+func TestConvReLUPool(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("simd: this CPU has no AVX-512")
+	}
+	rng := rand.New(rand.NewSource(5))
+	for _, sz := range [][2]int{{6, 6}, {8, 11}, {28, 28}} {
+		h, w := sz[0], sz[1]
+		x := make([]float32, h*w)
+		for i := range x {
+			x[i] = rng.Float32()*2 - 1
+		}
+		ph, pw := (h-2)/2, (w-2)/2
+		for _, o := range []int{16, 32} {
+			k, bias := make([]float32, 9*o), make([]float32, o)
+			for i := range k {
+				k[i] = rng.Float32()*2 - 1
+			}
+			for i := range bias {
+				bias[i] = rng.Float32() - 0.5
+			}
+			// The kernel's fused multiply-adds: the product is exact in float64, the sum
+			// rounded once (to float64, then float32: the same here but in rare ties).
+			conv := func(y, xx, f int) float32 {
+				s := bias[f]
+				for t9 := 0; t9 < 9; t9++ {
+					s = float32(float64(x[(y+t9/3)*w+xx+t9%3])*float64(k[t9*o+f]) + float64(s))
+				}
+				return s
+			}
+			dk, db := make([]float32, 9*o), make([]float32, o)
+			wantK, wantB := make([]float32, 9*o), make([]float32, o)
+			for py := 0; py < ph; py++ {
+				out, code := make([]float32, pw*o), make([]uint8, pw*o)
+				if !ConvReLUPool(x[2*py*w:], w, k, bias, out, code, pw, o) {
+					t.Fatal("declined")
+				}
+				gr := make([]float32, pw*o)
+				for i := range gr {
+					gr[i] = rng.Float32()*2 - 1
+				}
+				if !ConvReLUPoolGrad(x[2*py*w:], w, gr, out, code, pw, o, dk, db) {
+					t.Fatal("grad declined")
+				}
+				for px := 0; px < pw; px++ {
+					for f := 0; f < o; f++ {
+						best, pos := conv(2*py, 2*px, f), 0
+						for p := 1; p < 4; p++ {
+							if v := conv(2*py+p/2, 2*px+p%2, f); v > best {
+								best, pos = v, p
+							}
+						}
+						want := max(best, 0)
+						got := out[px*o+f]
+						if got != want {
+							t.Fatalf("%dx%d o %d: out[%d,%d,%d] = %v, want %v", h, w, o, py, px, f, got, want)
+						}
+						if want > 0 && int(code[px*o+f]) != pos {
+							t.Fatalf("code[%d,%d,%d] = %d, want %d", py, px, f, code[px*o+f], pos)
+						}
+						if want > 0 {
+							g := gr[px*o+f]
+							wantB[f] += g
+							for t9 := 0; t9 < 9; t9++ {
+								wantK[t9*o+f] += x[(2*py+pos/2+t9/3)*w+2*px+pos%2+t9%3] * g
+							}
+						}
+					}
+				}
+			}
+			for i := range wantK {
+				if !close32(dk[i], wantK[i]) {
+					t.Fatalf("%dx%d o %d: dk[%d] = %v, want %v", h, w, o, i, dk[i], wantK[i])
+				}
+			}
+			for i := range wantB {
+				if !close32(db[i], wantB[i]) {
+					t.Fatalf("%dx%d o %d: db[%d] = %v, want %v", h, w, o, i, db[i], wantB[i])
+				}
+			}
+		}
+	}
+}

@@ -66,6 +66,27 @@ func (l *Conv2DLayer) Forward(x *tensor.Tensor, p []*tensor.Tensor, _ bool, _ ui
 	return l.activation.Apply(tensor.FusedConv2D(x, p[0], b, l.strides, l.padding, false))
 }
 
+// FusedForward returns the forward computation of layer a followed by layer b when one
+// op computes the two: a Conv2D with a ReLU, stride 1 and valid padding followed by a 2x2
+// MaxPooling2D of stride 2, valid (tensor.ConvReLUMaxPool2D: the convolution's output is
+// never written). It returns nil for any other pair. The function takes a's parameters;
+// b has none.
+func FusedForward(a, b Layer) func(x *tensor.Tensor, p []*tensor.Tensor) *tensor.Tensor {
+	c, ok := a.(*Conv2DLayer)
+	m, ok2 := b.(*MaxPooling2DLayer)
+	if !ok || !ok2 || c.activation != ReLU || c.strides != 1 || c.padding != "valid" ||
+		m.pool != 2 || m.strides != 2 || m.padding != "valid" {
+		return nil
+	}
+	return func(x *tensor.Tensor, p []*tensor.Tensor) *tensor.Tensor {
+		var bias *tensor.Tensor
+		if c.useBias {
+			bias = p[1]
+		}
+		return tensor.ConvReLUMaxPool2D(x, p[0], bias)
+	}
+}
+
 // MaxPooling2DLayer takes the maximum over windows; see MaxPooling2D.
 type MaxPooling2DLayer struct {
 	base
