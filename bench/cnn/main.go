@@ -14,11 +14,11 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
 
+	"godist/distlib/optim"
 	"godist/distlib/tensor"
 	"godist/internal/benchwin"
 )
@@ -53,33 +53,27 @@ func (m *model) loss(x, y *tensor.Tensor) *tensor.Tensor {
 
 // adam is Adam with Keras/PyTorch defaults (beta1 0.9, beta2 0.999, eps 1e-7/1e-8).
 type adam struct {
-	lr, b1, b2, eps float64
-	t               int
-	m, v            [][]float32
-	buf             [][]float32
+	spec  optim.Spec
+	t     int64
+	slots [][][]float32
+	buf   [][]float32
 }
 
+// apply is one Adam step with distlib/optim's rule (the one keras and the parameter
+// servers run).
 func (a *adam) apply(vars []*tensor.Variable, grads []*tensor.Tensor) {
-	if a.m == nil {
+	if a.slots == nil {
 		for _, v := range vars {
 			n := len(v.Value().Data())
-			a.m = append(a.m, make([]float32, n))
-			a.v = append(a.v, make([]float32, n))
+			a.slots = append(a.slots, [][]float32{make([]float32, n), make([]float32, n)})
 			a.buf = append(a.buf, make([]float32, n))
 		}
 	}
 	a.t++
-	lrT := float32(a.lr * math.Sqrt(1-math.Pow(a.b2, float64(a.t))) / (1 - math.Pow(a.b1, float64(a.t))))
-	b1, b2, eps := float32(a.b1), float32(a.b2), float32(a.eps)
 	for i, v := range vars {
-		g := grads[i].Data()
-		w := v.Value().Data()
-		m, s, out := a.m[i], a.v[i], a.buf[i]
-		for j, gj := range g {
-			m[j] = b1*m[j] + (1-b1)*gj
-			s[j] = b2*s[j] + (1-b2)*gj*gj
-			out[j] = w[j] - lrT*m[j]/(float32(math.Sqrt(float64(s[j])))+eps)
-		}
+		out := a.buf[i]
+		copy(out, v.Value().Data())
+		a.spec.Apply(out, grads[i].Data(), a.slots[i], a.t)
 		v.AssignData(out)
 	}
 }
@@ -117,7 +111,7 @@ func main() {
 	}
 
 	m := newModel()
-	opt := &adam{lr: 1e-3, b1: 0.9, b2: 0.999, eps: 1e-8}
+	opt := &adam{spec: optim.NewAdam(1e-3, 0.9, 0.999, 1e-8)}
 	xs, ys := synthetic(16, *batch)
 	vars := m.vars()
 	var last float32
