@@ -184,6 +184,14 @@ func packB(nr int, trans bool, b []float32, ldb, p0, kc, n int, bp []float32) {
 		j0 := s * nr
 		cols := min(nr, n-j0)
 		if !trans {
+			if cols == 32 && nr == 32 {
+				// Fixed-size copies inline (no memmove call per 128 bytes).
+				for p := 0; p < kc; p++ {
+					row := (p0+p)*ldb + j0
+					*(*[32]float32)(dst[p*32 : p*32+32]) = *(*[32]float32)(b[row : row+32])
+				}
+				continue
+			}
 			for p := 0; p < kc; p++ {
 				row := (p0 + p) * ldb
 				d := dst[p*nr : p*nr+nr]
@@ -230,6 +238,13 @@ func packA(mr int, trans bool, a []float32, lda, i0, mc, p0, kc int, ap []float3
 		rows := min(mr, mc-r0)
 		if trans {
 			// op(A)(i, p) = a[p*lda + i]
+			if rows == 12 && mr == 12 {
+				for p := 0; p < kc; p++ {
+					off := (p0+p)*lda + i0 + r0
+					*(*[12]float32)(dst[p*12 : p*12+12]) = *(*[12]float32)(a[off : off+12])
+				}
+				continue
+			}
 			for p := 0; p < kc; p++ {
 				off := (p0+p)*lda + i0 + r0
 				d := dst[p*mr : p*mr+mr]
