@@ -56,7 +56,6 @@ type adam struct {
 	spec  optim.Spec
 	t     int64
 	slots [][][]float32
-	buf   [][]float32
 }
 
 // apply is one Adam step with distlib/optim's rule (the one keras and the parameter
@@ -66,15 +65,11 @@ func (a *adam) apply(vars []*tensor.Variable, grads []*tensor.Tensor) {
 		for _, v := range vars {
 			n := len(v.Value().Data())
 			a.slots = append(a.slots, [][]float32{make([]float32, n), make([]float32, n)})
-			a.buf = append(a.buf, make([]float32, n))
 		}
 	}
 	a.t++
 	for i, v := range vars {
-		out := a.buf[i]
-		copy(out, v.Value().Data())
-		a.spec.Apply(out, grads[i].Data(), a.slots[i], a.t)
-		v.AssignData(out)
+		v.UpdateData(func(w []float32) { a.spec.Apply(w, grads[i].Data(), a.slots[i], a.t) })
 	}
 }
 

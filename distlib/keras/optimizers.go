@@ -35,7 +35,6 @@ type Optimizer struct {
 type slotState struct {
 	t     int64
 	slots [][]float32
-	buf   []float32 // the updated values, copied into the variable (kept across steps)
 }
 
 type hyper struct {
@@ -329,21 +328,15 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 			if st.t > o.iterations {
 				o.iterations = st.t
 			}
-			if len(st.buf) != len(g.Data()) { // new, or restored from a backup
-				st.buf = make([]float32, len(g.Data()))
-			}
 			ups[r] = append(ups[r], update{v, g.Data(), st, lr})
 		}
 	}
 	apply := func(us []update) {
 		for _, u := range us {
-			// The variable's value is immutable: update a copy kept with the slots, which
-			// AssignData copies into the variable's new value.
-			copy(u.st.buf, u.v.Value().Data())
+			// The variable's value is immutable: the update goes into its new value.
 			spec := o.spec
 			spec.LearningRate = u.lr
-			spec.Apply(u.st.buf, u.g, u.st.slots, u.st.t)
-			u.v.AssignData(u.st.buf)
+			u.v.UpdateData(func(w []float32) { spec.Apply(w, u.g, u.st.slots, u.st.t) })
 		}
 	}
 	if len(ups) == 1 {

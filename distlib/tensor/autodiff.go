@@ -394,6 +394,18 @@ func (v *Variable) AssignData(data []float32) {
 	v.set(append([]float32(nil), data...), v.value.shape)
 }
 
+// UpdateData sets the variable's value to a copy of the current one that f updates in
+// place: the fast path for optimizers that update []float32 (one copy, where computing
+// into a buffer and AssignData take two). The value before stays as it was.
+func (v *Variable) UpdateData(f func(data []float32)) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	device.LogOp("AssignVariableOp", v.dev)
+	data := append([]float32(nil), v.value.data...)
+	f(data)
+	v.set(data, v.value.shape)
+}
+
 func sameShape(a, b []int) bool {
 	if len(a) != len(b) {
 		return false
