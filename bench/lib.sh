@@ -1,9 +1,10 @@
 # Shared by the bench run.sh scripts: source it after `set -euo pipefail`.
 #
 #   bench_setup DEFAULT_ROUNDS   sets root (the checkout), peers (../shared/peers), ROUNDS,
-#                                WINDOWS (default 5), STEPS (default 30), TAGS (openblas when
-#                                cblas.h exists, as the Makefile does; TAGS= forces the Go
-#                                kernels) and tmp (a directory removed on exit)
+#                                WINDOWS (default 5), STEPS (default 30), TAGS (empty: the Go
+#                                kernels, as the Makefile builds; TAGS=openblas for OpenBLAS),
+#                                HAVE_CBLAS (yes when cblas.h exists) and tmp (a directory
+#                                removed on exit)
 #   bench_build NAME PKG         builds ./bench/PKG with $TAGS into $tmp/NAME
 #   bench_machine                prints the cores, the load average and the time
 
@@ -13,9 +14,8 @@ bench_setup() {
   ROUNDS=${ROUNDS:-$1}
   WINDOWS=${WINDOWS:-5}
   STEPS=${STEPS:-30}
-  if [ -z "${TAGS+x}" ]; then
-    TAGS=$( { [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ]; } && echo openblas || true)
-  fi
+  TAGS=${TAGS:-}
+  HAVE_CBLAS=$( { [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ]; } && echo yes || true)
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
 }

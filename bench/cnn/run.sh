@@ -7,9 +7,9 @@
 # when there are any. Prints both figures and the ratio. Because the machine is shared and
 # often oversubscribed, each round also runs bench/cnn/peer_cpu.py (the same PyTorch step)
 # to compare samples per second of each process's own CPU time, the steadier figure.
-# Uses OpenBLAS when cblas.h exists (as the Makefile does); TAGS= (empty) forces the Go kernels.
-# When TAGS is set, each round also runs the same bench built without tags (the Go kernels:
-# AVX-512 or AVX2 assembly as the CPU allows), so both builds are measured in the same run.
+# Builds with TAGS (empty: the Go kernels, AVX-512 or AVX2 assembly as the CPU allows, as the
+# Makefile builds). Each round also runs the other build (OpenBLAS when cblas.h exists and
+# TAGS is empty; the Go kernels when TAGS=openblas), so both are measured in the same run.
 # Each round also measures the core's fp32 peak (bench/limits, AVX2 and AVX-512 FMA loops,
 # per thread CPU-second) and the step's GFLOP/s (2.86 MFLOP per sample: forward 1.08,
 # backward 1.78) per own CPU-second is printed as a fraction of it.
@@ -17,14 +17,23 @@ set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 bench_setup 3
 bench_build cnn cnn
-(cd "$root" && go build -o "$tmp/cnn_gokernels" ./bench/cnn && go build -o "$tmp/limits" ./bench/limits)
+ALT=none
+if [ -n "$TAGS" ]; then
+  ALT=
+elif [ -n "$HAVE_CBLAS" ]; then
+  ALT=openblas
+fi
+if [ "$ALT" != none ]; then
+  (cd "$root" && go build ${ALT:+-tags "$ALT"} -o "$tmp/cnn_alt" ./bench/cnn)
+fi
+(cd "$root" && go build -o "$tmp/limits" ./bench/limits)
 bench_machine
 : >"$tmp/gok.jsonl"
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=1 "$tmp/limits" -only fma -reps 3 -fma-time 100ms | grep '^{' >>"$tmp/limits.jsonl"
   GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 "$tmp/cnn" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/go.jsonl"
-  if [ -n "$TAGS" ]; then
-    GOMAXPROCS=1 "$tmp/cnn_gokernels" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/gok.jsonl"
+  if [ "$ALT" != none ]; then
+    GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 "$tmp/cnn_alt" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/gok.jsonl"
   fi
   (cd "$peers" && /usr/bin/python3 cnn_throughput.py --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | grep '^{' >>"$tmp/py.jsonl"
   /usr/bin/python3 "$root/bench/cnn/peer_cpu.py" "$peers" --windows "$WINDOWS" --steps "$STEPS" --warmup 30 >>"$tmp/pycpu.jsonl"

@@ -13,7 +13,7 @@
 # The machine is shared, so the runs alternate in ROUNDS rounds (default 3) of WINDOWS
 # windows (default 5) of STEPS steps (default 30); figures are medians over all windows and
 # over "clean" windows (other processes under 0.1 cores) when there are any.
-# Uses OpenBLAS when cblas.h exists (as the Makefile does); TAGS= (empty) forces the Go kernels.
+# Builds with TAGS (empty: the Go kernels, as the Makefile builds; TAGS=openblas for OpenBLAS).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 bench_setup 3

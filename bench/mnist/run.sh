@@ -21,9 +21,7 @@ STEPS=${STEPS:-20}
 SEEDS=${SEEDS:-1 2 3 4 5}
 BATCH=${BATCH:-32}
 LR=${LR:-0.002}
-if [ -z "${TAGS+x}" ]; then
-  TAGS=$( { [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ]; } && echo openblas || true)
-fi
+TAGS=${TAGS:-}
 export GODIST_DATA_DIR=${GODIST_DATA_DIR:-$root/../shared/data/mnist}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -381,5 +381,7 @@ func sgemmNaive(transA, transB bool, m, n, k int, alpha float32, a []float32, ld
 // kernelName names the matrix multiply in use, for benchmarks and reports.
 var kernelName = "pure-Go"
 
-// KernelName names the matrix-multiply kernel in use: "pure-Go" or "openblas".
+// KernelName names the matrix-multiply kernel in use: "go-avx512" or "go-avx2" (assembly
+// micro-kernels chosen by CPU feature detection), "pure-Go", or "openblas" (the openblas
+// build tag).
 func KernelName() string { return kernelName }
