@@ -31,6 +31,9 @@ const (
 type microKernel struct {
 	mr, nr int
 	fn     func(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int)
+	// store, when set, is fn writing c = alpha*A*B without reading c (the first k-panel
+	// of a beta-0 product then needs no clearing pass over c).
+	store func(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int)
 }
 
 var goKernel = microKernel{mr: 4, nr: 4, fn: kernel4x4}
@@ -134,7 +137,8 @@ func sgemmPureGo(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 }
 
 func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if beta != 1 {
+	overwrite := beta == 0 && mk.store != nil && k > 0 && alpha != 0
+	if beta != 1 && !overwrite {
 		for i := 0; i < m; i++ {
 			row := c[i*ldc : i*ldc+n]
 			if beta == 0 {
@@ -158,6 +162,10 @@ func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float3
 	bp, ap := *bpBuf, *apBuf
 	for p0 := 0; p0 < k; p0 += gemmKC {
 		kc := min(gemmKC, k-p0)
+		fn := mk.fn
+		if overwrite && p0 == 0 {
+			fn = mk.store
+		}
 		packB(nr, transB, b, ldb, p0, kc, n, bp)
 		for i0 := 0; i0 < m; i0 += gemmMC {
 			mc := min(gemmMC, m-i0)
@@ -168,7 +176,7 @@ func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float3
 				for js := 0; js < nStrips; js++ {
 					bpS := bp[js*nr*kc : (js+1)*nr*kc]
 					cols := min(nr, n-js*nr)
-					mk.fn(kc, apS, bpS, alpha, c[(i0+is)*ldc+js*nr:], ldc, rows, cols)
+					fn(kc, apS, bpS, alpha, c[(i0+is)*ldc+js*nr:], ldc, rows, cols)
 				}
 			}
 		}

@@ -13,11 +13,11 @@ func kern6x16(kc int, a, b, c *float32, ldc int, alpha float32)
 // columns set in mask (bit j: column j, j < 32) of the 12 x 32 tile.
 //
 //go:noescape
-func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask uint64)
+func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
 
 var (
 	avx2Kernel   = microKernel{mr: 6, nr: 16, fn: kernelAVX2}
-	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512}
+	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512, store: kernelAVX512Store}
 	hasAVX2      = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	hasAVX512    = cpu.X86.HasAVX512F
 )
@@ -73,5 +73,17 @@ func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, row
 	_ = bp[32*kc-1]
 	_ = c[(rows-1)*ldc+cols-1] // every element the masked stores write lies in c
 	mask := uint64(1)<<min(cols, 32) - 1
-	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask)
+	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask, mask)
+}
+
+// kernelAVX512Store is kernelAVX512 writing C = alpha*A*B without reading C.
+func kernelAVX512Store(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
+	if kc == 0 || rows <= 0 || cols <= 0 {
+		return
+	}
+	_ = ap[12*kc-1]
+	_ = bp[32*kc-1]
+	_ = c[(rows-1)*ldc+cols-1]
+	mask := uint64(1)<<min(cols, 32) - 1
+	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask, 0)
 }

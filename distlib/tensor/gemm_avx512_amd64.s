@@ -2,13 +2,15 @@
 
 #include "textflag.h"
 
-// func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask uint64)
+// func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
 // C[0:rows, cols] += alpha * A(12 x kc, packed: kc groups of 12) * B(kc x 32, packed: kc groups of 32),
-// where the columns written are those set in mask (bits 0-15: columns 0-15, bits 16-31: 16-31).
+// where the columns written are those set in mask (bits 0-15: columns 0-15, bits 16-31: 16-31);
+// C is read where load has the bits set (load = mask: C += ...; load = 0: C = alpha*A*B,
+// C not read: a beta-0 product needs no clearing pass first).
 // Masked loads and stores never touch the columns past the mask. Needs AVX-512F; kc >= 1,
 // 1 <= rows <= 12. Z0-Z23 hold the 12 x 32 accumulators (row i in Z(2i), Z(2i+1)); A values
 // are broadcast from memory into the FMAs.
-TEXT ·kern12x32(SB), NOSPLIT, $0-64
+TEXT ·kern12x32(SB), NOSPLIT, $0-72
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -20,6 +22,10 @@ TEXT ·kern12x32(SB), NOSPLIT, $0-64
 	KMOVW AX, K1
 	SHRQ $16, AX
 	KMOVW AX, K2
+	MOVQ load+64(FP), AX
+	KMOVW AX, K3
+	SHRQ $16, AX
+	KMOVW AX, K4
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -78,8 +84,8 @@ loop:
 	JNZ  loop
 
 	VBROADCASTSS alpha+40(FP), Z26
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z0, Z26, Z27
 	VFMADD231PS Z1, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -87,8 +93,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z2, Z26, Z27
 	VFMADD231PS Z3, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -96,8 +102,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z4, Z26, Z27
 	VFMADD231PS Z5, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -105,8 +111,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z6, Z26, Z27
 	VFMADD231PS Z7, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -114,8 +120,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z8, Z26, Z27
 	VFMADD231PS Z9, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -123,8 +129,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z10, Z26, Z27
 	VFMADD231PS Z11, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -132,8 +138,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z12, Z26, Z27
 	VFMADD231PS Z13, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -141,8 +147,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z14, Z26, Z27
 	VFMADD231PS Z15, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -150,8 +156,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z16, Z26, Z27
 	VFMADD231PS Z17, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -159,8 +165,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z18, Z26, Z27
 	VFMADD231PS Z19, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -168,8 +174,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z20, Z26, Z27
 	VFMADD231PS Z21, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
@@ -177,8 +183,8 @@ loop:
 	DECQ R9
 	JZ   done
 	ADDQ R8, DX
-	VMOVUPS.Z (DX), K1, Z27
-	VMOVUPS.Z 64(DX), K2, Z28
+	VMOVUPS.Z (DX), K3, Z27
+	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z22, Z26, Z27
 	VFMADD231PS Z23, Z26, Z28
 	VMOVUPS Z27, K1, (DX)
