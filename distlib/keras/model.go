@@ -326,18 +326,28 @@ func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bo
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
-	for i := 0; i < len(m.layers); i++ {
-		l, r := m.layers[i], m.paramRange[i]
-		// Two layers one op computes together (a convolution with its ReLU and the max
-		// pool after it): the intermediate output is never made.
-		if i+1 < len(m.layers) && m.paramRange[i+1][0] == m.paramRange[i+1][1] {
+	return m.applyLayers(x, 0, len(m.layers), func(i int) []*tensor.Tensor {
+		r := m.paramRange[i]
+		return vals[r[0]:r[1]]
+	}, training, stepSeed)
+}
+
+// applyLayers runs layers first..end-1 on x, layer i with the parameter values valsOf(i):
+// the one layer loop of every training path (Fit, custom loops, the multi-worker segments,
+// the ps workers). Two layers one op computes together (a convolution with its ReLU and the
+// max pool after it, layers.FusedForward) run as that op: the intermediate output is never
+// made.
+func (m *Model) applyLayers(x *tensor.Tensor, first, end int, valsOf func(i int) []*tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	for i := first; i < end; i++ {
+		l := m.layers[i]
+		if i+1 < end && m.paramRange[i+1][0] == m.paramRange[i+1][1] {
 			if f := layers.FusedForward(l, m.layers[i+1]); f != nil {
-				x = f(x, vals[r[0]:r[1]])
+				x = f(x, valsOf(i))
 				i++
 				continue
 			}
 		}
-		x = l.Forward(x, vals[r[0]:r[1]], training, mix(stepSeed, uint64(i)))
+		x = l.Forward(x, valsOf(i), training, mix(stepSeed, uint64(i)))
 	}
 	return x
 }

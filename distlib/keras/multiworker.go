@@ -252,14 +252,9 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 			tape.Watch(h)
 		}
 		s.in = h
-		for i := s.first; i < s.end; i++ {
-			r := m.paramRange[i]
-			vals := make([]*tensor.Tensor, r[1]-r[0])
-			for j := range vals {
-				vals[j] = all[r[0]+j].Value()
-			}
-			h = m.layers[i].Forward(h, vals, true, mix(stepSeed, uint64(i)))
-		}
+		h = m.applyLayers(h, s.first, s.end, func(i int) []*tensor.Tensor {
+			return valuesOf(all[m.paramRange[i][0]:m.paramRange[i][1]])
+		}, true, stepSeed)
 		s.out = h
 	}
 	pred := h

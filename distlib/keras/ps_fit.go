@@ -123,15 +123,9 @@ func (m *Model) forwardWith(vars []*tensor.Variable, x *tensor.Tensor, training 
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
-	for i, l := range m.layers {
-		r := m.paramRange[i]
-		vals := make([]*tensor.Tensor, r[1]-r[0])
-		for j := range vals {
-			vals[j] = vars[r[0]+j].Value()
-		}
-		x = l.Forward(x, vals, training, mix(stepSeed, uint64(i)))
-	}
-	return x
+	return m.applyLayers(x, 0, len(m.layers), func(i int) []*tensor.Tensor {
+		return valuesOf(vars[m.paramRange[i][0]:m.paramRange[i][1]])
+	}, training, stepSeed)
 }
 
 // psPull copies the ps values into every copy of the model's variables.
