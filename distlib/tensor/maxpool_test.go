@@ -72,14 +72,23 @@ func TestMaxPool2x2NaN(t *testing.T) {
 	}
 }
 
-func BenchmarkMaxPool(b *testing.B) {
+// poolBench is the peer CNN's max pool input: a batch of 64 of 26x26x32.
+func poolBench() (x []float32, g convGeom, out []float32) {
 	const n, h, w, c = 64, 26, 26, 32
-	x := make([]float32, n*h*w*c)
+	x = make([]float32, n*h*w*c)
 	for i := range x {
 		x[i] = rand.Float32()
 	}
-	g := windowGeom("MaxPool", []int{n, h, w, c}, 2, 2, 2, "valid")
-	out := make([]float32, n*g.oh*g.ow*c)
+	g = windowGeom("MaxPool", []int{n, h, w, c}, 2, 2, 2, "valid")
+	return x, g, make([]float32, n*g.oh*g.ow*c)
+}
+
+// BenchmarkMaxPool: the general path (scatter into a new gradient) against the 2x2 path,
+// forward and backward, and the 2x2 path's parts.
+func BenchmarkMaxPool(b *testing.B) {
+	x, g, out := poolBench()
+	code := make([]uint8, len(out))
+	gx := make([]float32, len(x))
 	b.Run("general", func(b *testing.B) {
 		arg := make([]int32, len(out))
 		for b.Loop() {
@@ -91,38 +100,20 @@ func BenchmarkMaxPool(b *testing.B) {
 		}
 	})
 	b.Run("2x2", func(b *testing.B) {
-		code := make([]uint8, len(out))
 		for b.Loop() {
 			maxPool2x2(x, g, out, code)
 			gx := make([]float32, len(x))
 			maxPool2x2Grad(out, code, g, gx)
 		}
 	})
-}
-
-func BenchmarkMaxPoolParts(b *testing.B) {
-	const n, h, w, c = 64, 26, 26, 32
-	x := make([]float32, n*h*w*c)
-	for i := range x {
-		x[i] = rand.Float32()
-	}
-	g := windowGeom("MaxPool", []int{n, h, w, c}, 2, 2, 2, "valid")
-	out := make([]float32, n*g.oh*g.ow*c)
-	code := make([]uint8, len(out))
-	gx := make([]float32, len(x))
-	b.Run("fwd", func(b *testing.B) {
+	b.Run("2x2-fwd", func(b *testing.B) {
 		for b.Loop() {
 			maxPool2x2(x, g, out, code)
 		}
 	})
-	b.Run("bwd", func(b *testing.B) {
+	b.Run("2x2-bwd", func(b *testing.B) {
 		for b.Loop() {
 			maxPool2x2Grad(out, code, g, gx)
-		}
-	})
-	b.Run("alloc", func(b *testing.B) {
-		for b.Loop() {
-			gx = make([]float32, len(x))
 		}
 	})
 }
