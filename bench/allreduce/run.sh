@@ -2,16 +2,28 @@
 # All-reduce bus bandwidth: godist's ring over transport.GRPC (gRPC handshake, TCP data path;
 # 2 processes, loopback) against PyTorch gloo (../shared/peers/allreduce_gloo.py), in the same
 # run, for 1, 16 and 64 MiB of float32.
-# Prints both figures and the ratio godist/gloo of the median busbw (goal: >= 1.0x).
+# Prints both figures and the ratio godist/gloo of the median busbw (goal: >= 1.0x), and
+# godist's busbw as a fraction of the loopback TCP bandwidth of one stream measured in the
+# same run (bench/limits -only tcp; goal at 16 and 64 MiB: >= 0.9).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 iters=${ITERS:-30}
 bin=$(mktemp -d)/allreduce
 trap 'rm -rf "$(dirname "$bin")"' EXIT
-(cd "$root" && go build -o "$bin" ./bench/allreduce)
+(cd "$root" && go build -o "$bin" ./bench/allreduce && go build -o "$bin.limits" ./bench/limits)
 echo "--- godist"
 "$bin" --world 2 --iters "$iters" | tee "$bin.godist"
+echo "--- limit: loopback TCP, one stream"
+"$bin.limits" -only tcp -reps 3 | tee "$bin.tcp"
+/usr/bin/python3 - "$bin.godist" "$bin.tcp" <<'PY'
+import json, sys
+tcp = [json.loads(l)["tcp_loopback_GBps"] for l in open(sys.argv[2]) if l.startswith("{")][-1]
+for line in open(sys.argv[1]):
+    if line.startswith("{"):
+        d = json.loads(line)
+        print(f"{d['size_MiB']:3d} MiB: godist busbw {d['busbw_GBps']:.3f} GB/s = {d['busbw_GBps'] / tcp:.2f} of one loopback TCP stream ({tcp:.2f} GB/s)")
+PY
 peer="$root/../shared/peers/allreduce_gloo.py"
 if [ ! -f "$peer" ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   echo "--- gloo: skipped ($peer or /usr/bin/python3 with torch missing)"
