@@ -248,7 +248,7 @@ func (s *Session) describe(code, name string, detail int) string {
 			if detail == 0 && len(val) > 500 {
 				val = val[:500] + "..."
 			}
-			return fmt.Sprintf("%s %s\nvalue: %s", parts[0], typeString(v.Type()), val)
+			return fmt.Sprintf("%s %s\nvalue: %s", parts[0], s.valueTypeString(v.Type()), val)
 		}
 		if m := v.MethodByName(parts[1]); m.IsValid() {
 			return fmt.Sprintf("%s.%s %s", parts[0], parts[1], m.Type())
@@ -349,4 +349,19 @@ func (s *Session) IsComplete(code string) (status, indent string) {
 		return "invalid", ""
 	}
 	return "complete", ""
+}
+
+// valueTypeString names t as the notebook wrote it when it is (a pointer to) a type the
+// notebook declared, else as typeString does.
+func (s *Session) valueTypeString(t reflect.Type) string {
+	named := s.notebookTypeNames()
+	if n := named[t]; n != "" {
+		return n
+	}
+	if t.Kind() == reflect.Pointer {
+		if n := named[t.Elem()]; n != "" {
+			return "*" + n
+		}
+	}
+	return typeString(t)
 }

@@ -198,7 +198,8 @@ func TestCompleteTyped(t *testing.T) {
 		{"r := strings.NewReader(\"x\")\nr.Re", []string{"ReadRune", "Read"}, nil},
 		{"p := Pt{1, 2}\np.", []string{"X", "Y", "Norm"}, nil},
 		{"func f() {\n\tb := new(strings.Builder)\n\tb.Len", []string{"Len"}, nil},
-		{"q := origin\nq.", []string{"X", "Y"}, nil},
+		{"q := origin\nq.", []string{"X", "Y", "Norm"}, nil},
+		{"pp := &origin\npp.", []string{"X", "Norm"}, nil},
 		{"n := 3\nn.", nil, []string{"String"}},
 	}
 	for _, tt := range tests {
@@ -231,6 +232,17 @@ func TestInspectTyped(t *testing.T) {
 		{"import \"strings\"\nr := strings.NewReader(\"x\")\nr", "r *strings.Reader"},
 		{"type Pt struct{ X int }\np := &Pt{}\np", "p *Pt"},
 		{"parts := []string{\"a\"}\nparts", "parts []string"},
+	}
+	// Globals of a type the notebook declared, from an earlier cell: named by that type.
+	mustRun(t, s, "type Pt2 struct{ X int }\nfunc (p Pt2) Norm() int { return p.X }\norg := Pt2{}\nop := &Pt2{}")
+	for _, tt := range []struct{ code, want string }{
+		{"org", "org Pt2\nvalue: {0}"},
+		{"q := org\nq", "q Pt2"},
+		{"w := op\nw", "w *Pt2"},
+	} {
+		if data, found := s.Inspect(tt.code, len([]rune(tt.code)), 0); !found || data["text/plain"] != tt.want {
+			t.Errorf("Inspect(%q) = %v, %v, want %q", tt.code, data, found, tt.want)
+		}
 	}
 	for _, tt := range tests {
 		data, found := s.Inspect(tt.code, len([]rune(tt.code)), 0)

@@ -137,6 +137,10 @@ type Session struct {
 	// panic's first trace line reads and clears it.
 	mark  int
 	quiet bool // replaying: drop output
+	// typeNames maps the interpreter's types of the notebook's declared types to their
+	// names (notebookTypeNames), for the declarations named by typeNamesKey.
+	typeNames    map[reflect.Type]string
+	typeNamesKey string
 
 	osStdout, osStderr *os.File
 	yaegiStderr        stderrFilter

@@ -320,6 +320,24 @@ func (s *Session) cellTypeAt(code string, exprStart, exprEnd int) types.Type {
 	for _, d := range decls {
 		b.WriteString(d + "\n")
 	}
+	// Globals of a type the notebook declared are declared with that type (so their
+	// methods are seen); the others get their types from their values, below.
+	globals := s.currentGlobals()
+	named := s.notebookTypeNames()
+	for name, v := range globals {
+		if declared[name] || strings.HasPrefix(name, "_") || !v.IsValid() {
+			continue
+		}
+		if tn := named[v.Type()]; tn != "" {
+			fmt.Fprintf(&b, "var %s %s\n", name, tn)
+			declared[name] = true
+		} else if v.Kind() == reflect.Pointer {
+			if tn := named[v.Type().Elem()]; tn != "" {
+				fmt.Fprintf(&b, "var %s *%s\n", name, tn)
+				declared[name] = true
+			}
+		}
+	}
 	for _, c := range chunks {
 		if c.Kind == chunkDecl {
 			if c.Off <= exprStart && exprStart < c.Off+len(c.Text) {
@@ -349,7 +367,7 @@ func (s *Session) cellTypeAt(code string, exprStart, exprEnd int) types.Type {
 	}
 	_ = err // a partial file still has types for what parsed
 	pkg := types.NewPackage("main", "main")
-	for name, v := range s.currentGlobals() {
+	for name, v := range globals {
 		if declared[name] || strings.HasPrefix(name, "_") || !v.IsValid() {
 			continue
 		}
@@ -404,4 +422,45 @@ func typeMembers(t types.Type) []string {
 	}
 	fields(t, 0)
 	return out
+}
+
+// notebookTypeNames maps the interpreter's reflect type of each type the notebook declared
+// (non-generic) to its name, so that completion can type a global of that type by name.
+// It asks the interpreter (*new(T) for each name) only between cells, and keeps the
+// answer until the declarations change.
+func (s *Session) notebookTypeNames() map[reflect.Type]string {
+	s.mu.Lock()
+	var names, texts []string
+	for _, d := range s.decls {
+		if d.kind == "type" {
+			names = append(names, d.names...)
+			texts = append(texts, d.text)
+		}
+	}
+	key := strings.Join(texts, "\x00") // a type declared again differently is a new type
+	if s.typeNames != nil && s.typeNamesKey == key {
+		m := s.typeNames
+		s.mu.Unlock()
+		return m
+	}
+	s.mu.Unlock()
+	if !s.execMu.TryLock() {
+		return nil // a cell runs: no interpreter call now
+	}
+	defer s.execMu.Unlock()
+	yi := s.interpreter()
+	m := map[reflect.Type]string{}
+	for _, n := range names {
+		func() {
+			defer func() { _ = recover() }()
+			v, err := yi.Eval("*new(" + n + ")")
+			if err == nil && v.IsValid() {
+				m[v.Type()] = n
+			}
+		}()
+	}
+	s.mu.Lock()
+	s.typeNames, s.typeNamesKey = m, key
+	s.mu.Unlock()
+	return m
 }
