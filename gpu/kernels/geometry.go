@@ -99,3 +99,27 @@ func Tiles2D(nx, ny, bx, by int) (Geometry, error) {
 	}
 	return Geometry{Grid: [3]uint32{uint32(gx), uint32(gy), 1}, Block: [3]uint32{uint32(bx), uint32(by), 1}}, nil
 }
+
+// Window returns the output size and the top/left padding of a kh x kw window sliding
+// with stride over an h x w image, by TensorFlow's rules (distlib/tensor's windowGeom):
+// "valid" uses only full windows; "same" gives ceil(in/stride) outputs and pads evenly,
+// the extra on the bottom/right. These are the oh, ow, padTop, padLeft arguments of the
+// conv and pool kernels.
+func Window(h, w, kh, kw, stride int, padding string) (oh, ow, padTop, padLeft int, err error) {
+	if h < 1 || w < 1 || kh < 1 || kw < 1 || stride < 1 {
+		return 0, 0, 0, 0, fmt.Errorf("gpu/kernels: image %dx%d, window %dx%d and stride %d must all be >= 1", h, w, kh, kw, stride)
+	}
+	switch padding {
+	case "valid", "VALID":
+		if h < kh || w < kw {
+			return 0, 0, 0, 0, fmt.Errorf("gpu/kernels: window %dx%d is larger than the input %dx%d with \"valid\" padding", kh, kw, h, w)
+		}
+		return (h-kh)/stride + 1, (w-kw)/stride + 1, 0, 0, nil
+	case "same", "SAME":
+		oh, ow = (h+stride-1)/stride, (w+stride-1)/stride
+		ph := max((oh-1)*stride+kh-h, 0)
+		pw := max((ow-1)*stride+kw-w, 0)
+		return oh, ow, ph / 2, pw / 2, nil
+	}
+	return 0, 0, 0, 0, fmt.Errorf("gpu/kernels: padding %q is not \"valid\" or \"same\"", padding)
+}

@@ -341,3 +341,32 @@ func readFile(t *testing.T, name string) string {
 	}
 	return string(b)
 }
+
+func TestWindow(t *testing.T) {
+	for _, tc := range []struct {
+		h, w, k, stride int
+		padding         string
+		oh, ow, pt, pl  int
+		err             string
+	}{
+		{28, 28, 3, 1, "valid", 26, 26, 0, 0, ""},
+		{28, 28, 3, 1, "same", 28, 28, 1, 1, ""},
+		{9, 10, 2, 2, "same", 5, 5, 0, 0, ""},
+		{9, 10, 2, 2, "valid", 4, 5, 0, 0, ""},
+		{13, 11, 4, 2, "SAME", 7, 6, 1, 1, ""},
+		{2, 2, 3, 1, "valid", 0, 0, 0, 0, "larger than the input"},
+		{5, 5, 3, 0, "same", 0, 0, 0, 0, "must all be >= 1"},
+		{5, 5, 3, 1, "full", 0, 0, 0, 0, `padding "full"`},
+	} {
+		oh, ow, pt, pl, err := Window(tc.h, tc.w, tc.k, tc.k, tc.stride, tc.padding)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%+v: error %v, want %q", tc, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || oh != tc.oh || ow != tc.ow || pt != tc.pt || pl != tc.pl {
+			t.Errorf("%+v: got %d %d %d %d %v", tc, oh, ow, pt, pl, err)
+		}
+	}
+}
