@@ -385,3 +385,30 @@ func TestGPUOptimizers(t *testing.T) {
 		})
 	}
 }
+
+// NaN and infinities go where the CPU sends them (Go's max propagates NaN; fmaxf would not).
+func TestGPUNaN(t *testing.T) {
+	d := openTestDevice(t)
+	nan, inf := float32(math.NaN()), float32(math.Inf(1))
+	x := tensor.MustNew([]int{4, 4}, []float32{
+		1, nan, 3, -2,
+		-inf, -inf, -inf, -inf,
+		nan, 5, -1, 0,
+		0.5, -0.5, inf, 2,
+	})
+	px, po, py := up(t, d, x.Data()), alloc(t, d, 4), alloc(t, d, 16)
+	launch(t, d, kernels.RowMax, 0, 4, 4, px, po, 4, 4)
+	near(t, "row_max_f32 with NaN and -Inf", down(t, d, po, 4), tensor.ReduceMax(x, 1).Data(), 0, 0)
+	launch(t, d, kernels.ReLU, 16, 0, 0, px, py, 16)
+	near(t, "relu_f32 with NaN", down(t, d, py, 16), tensor.ReLU(x).Data(), 0, 0)
+
+	x4 := tensor.Reshape(x, 1, 4, 4, 1)
+	g := random([]int{1, 2, 2, 1}, 20)
+	y, grads := gradOf(func(xs ...*tensor.Tensor) *tensor.Tensor { return tensor.MaxPool2D(xs[0], 2, 2, "valid") }, g, x4)
+	px4, pp, parg, pg, pdx := up(t, d, x4.Data()), alloc(t, d, 4), alloc(t, d, 4), up(t, d, g.Data()), alloc(t, d, 16)
+	launch(t, d, kernels.MaxPool, 4, 0, 0, px4, pp, parg, 1, 4, 4, 1, 2, 2, 0, 0, 2, 2)
+	near(t, "maxpool_f32 with NaN", down(t, d, pp, 4), y.Data(), 0, 0)
+	launch(t, d, kernels.Fill, 16, 0, 0, pdx, float32(0), 16)
+	launch(t, d, kernels.MaxPoolGrad, 4, 0, 0, pg, parg, pdx, 4)
+	near(t, "maxpool_grad_f32 with NaN", down(t, d, pdx, 16), grads[0].Data(), 0, 0)
+}

@@ -8,7 +8,7 @@
 // a*b+c rounds like the Go code on amd64 (no fused multiply-add), which makes the
 // element-wise and optimizer kernels bit-identical to the CPU.
 
-#include <float.h>
+#include <math.h>
 
 #define GRID_STRIDE(i, n) \
   for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
@@ -69,9 +69,13 @@ __global__ void relu_f32(const float* x, float* y, int n) {
   GRID_STRIDE(i, n) y[i] = relu1(x[i]);
 }
 
-// relu_grad_f32: dx = g where the ReLU output y > 0, else 0. CPU: reluGrad.
+// relu_grad_f32: dx = g where the ReLU output y > 0 (or +NaN), else 0, with reluGrad's
+// bit mask. CPU: reluGrad.
 __global__ void relu_grad_f32(const float* g, const float* y, float* dx, int n) {
-  GRID_STRIDE(i, n) dx[i] = y[i] > 0.0f ? g[i] : 0.0f;
+  GRID_STRIDE(i, n) {
+    int m = (-__float_as_int(y[i])) >> 31;  // all ones when y > 0
+    dx[i] = __int_as_float(__float_as_int(g[i]) & m);
+  }
 }
 
 // bias_add_f32: y[r, c] = x[r, c] + b[c] for x [rows, cols]. CPU: tensor.BiasAdd.
@@ -106,6 +110,11 @@ __global__ void bias_grad_f32(const float* g, float* db, int rows, int cols) {
 
 // ---- row reductions (block per row; blockDim.x a power of two <= 1024) -----------------
 
+// gomax is Go's max for float32: a NaN in either operand gives NaN (fmaxf would drop it).
+__device__ __forceinline__ float gomax(float a, float b) {
+  return (a != a || b != b) ? a + b : fmaxf(a, b);
+}
+
 __device__ float block_sum(float v, float* sh) {
   sh[threadIdx.x] = v;
   __syncthreads();
@@ -122,7 +131,7 @@ __device__ float block_max(float v, float* sh) {
   sh[threadIdx.x] = v;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) sh[threadIdx.x] = fmaxf(sh[threadIdx.x], sh[threadIdx.x + s]);
+    if (threadIdx.x < s) sh[threadIdx.x] = gomax(sh[threadIdx.x], sh[threadIdx.x + s]);
     __syncthreads();
   }
   float r = sh[0];
@@ -142,14 +151,14 @@ __global__ void row_sum_f32(const float* x, float* out, int rows, int cols) {
   if (threadIdx.x == 0) out[r] = s;
 }
 
-// row_max_f32: out[r] = max of x[r, :]. CPU: tensor.ReduceMax(x, axis 1).
+// row_max_f32: out[r] = max of x[r, :], NaN if the row has one. CPU: tensor.ReduceMax(x, axis 1).
 __global__ void row_max_f32(const float* x, float* out, int rows, int cols) {
   extern __shared__ float sh[];
   int r = blockIdx.x;
   if (r >= rows) return;
   const float* row = x + (long long)r * cols;
-  float m = -FLT_MAX;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, row[c]);
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = gomax(m, row[c]);
   m = block_max(m, sh);
   if (threadIdx.x == 0) out[r] = m;
 }
@@ -169,8 +178,8 @@ __global__ void softmax_xent_f32(const float* logits, const float* labels, float
   if (r >= rows) return;
   const float* x = logits + (long long)r * cols;
   float* lp = logp + (long long)r * cols;
-  float m = -FLT_MAX;
-  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = fmaxf(m, x[c]);
+  float m = -INFINITY;
+  for (int c = threadIdx.x; c < cols; c += blockDim.x) m = gomax(m, x[c]);
   m = block_max(m, sh);
   float s = 0.0f;
   for (int c = threadIdx.x; c < cols; c += blockDim.x) s += expf(x[c] - m);
@@ -307,6 +316,8 @@ __global__ void maxpool_f32(const float* x, float* y, int* arg, int n, int h, in
         if (v > m) {
           m = v;
           best = off;
+        } else if (v != v) {
+          m = v;  // as maxPoolRaw (Go's max): NaN from here on, the index frozen
         }
       }
     }
