@@ -276,6 +276,8 @@ func TestGeometry(t *testing.T) {
 		{"linear negative", func() (Geometry, error) { return Linear(-1) }, [3]uint32{}, [3]uint32{}, 0, "element count -1"},
 		{"rows 10", func() (Geometry, error) { return RowBlocks(64, 10) }, [3]uint32{64, 1, 1}, [3]uint32{32, 1, 1}, 128, ""},
 		{"rows 100", func() (Geometry, error) { return RowBlocks(3, 100) }, [3]uint32{3, 1, 1}, [3]uint32{128, 1, 1}, 512, ""},
+		{"rows no cols", func() (Geometry, error) { return RowBlocks(3, 0) }, [3]uint32{3, 1, 1}, [3]uint32{32, 1, 1}, 128, ""},
+		{"rows none", func() (Geometry, error) { return RowBlocks(0, 5) }, [3]uint32{0, 1, 1}, [3]uint32{32, 1, 1}, 128, ""},
 		{"rows wide", func() (Geometry, error) { return RowBlocks(2, 100000) }, [3]uint32{2, 1, 1}, [3]uint32{1024, 1, 1}, 4096, ""},
 		{"columns 10", func() (Geometry, error) { return ColumnTiles(10) }, [3]uint32{1, 1, 1}, [3]uint32{32, 8, 1}, 0, ""},
 		{"columns 65", func() (Geometry, error) { return ColumnTiles(65) }, [3]uint32{3, 1, 1}, [3]uint32{32, 8, 1}, 0, ""},

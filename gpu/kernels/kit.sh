@@ -27,7 +27,8 @@ APT=(-o Dir::Etc::sourcelist="$WORK/etc/sources.list"
      -o Dir::State="$WORK/state"
      -o Dir::State::status=/var/lib/dpkg/status
      -o Dir::Cache="$WORK/cache"
-     -o Debug::NoLocking=1)
+     -o Debug::NoLocking=1
+     -o APT::Sandbox::User="$(id -un)")
 
 echo "kit.sh: apt-get update (private lists in $WORK/state)" >&2
 apt-get "${APT[@]}" -qq update
