@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+	"time"
 	"unsafe"
 
 	"godist/distlib/optim"
@@ -411,4 +412,37 @@ func TestGPUNaN(t *testing.T) {
 	launch(t, d, kernels.Fill, 16, 0, 0, pdx, float32(0), 16)
 	launch(t, d, kernels.MaxPoolGrad, 4, 0, 0, pg, parg, pdx, 4)
 	near(t, "maxpool_grad_f32 with NaN", down(t, d, pdx, 16), grads[0].Data(), 0, 0)
+}
+
+// TestGPUAdamBandwidth logs the fused Adam update's effective memory bandwidth (it reads
+// w, g, m, v and writes w, m, v: 28 bytes per element) for bench/RESULTS.md; the issue's
+// goal is >= 80% of the GPU's peak (H100 SXM: 3.35 TB/s, PCIe: 2.0 TB/s). It asserts only
+// that the result is still Spec.Apply's.
+func TestGPUAdamBandwidth(t *testing.T) {
+	d := openTestDevice(t)
+	const n, reps = 64 << 20, 20
+	w := random([]int{n}, 30).Data()
+	g := random([]int{n}, 31).Data()
+	pw, pg, pm, pv := up(t, d, w), up(t, d, g), up(t, d, make([]float32, n)), up(t, d, make([]float32, n))
+	s := optim.NewAdam(0.001, 0.9, 0.999, 1e-7)
+	slots := [][]float32{make([]float32, n), make([]float32, n)}
+	geo, err := kernels.Linear(n)
+	must(t, err)
+	var elapsed time.Duration
+	for step := int64(1); step <= reps; step++ {
+		alpha, err := kernels.AdamAlpha(s.LearningRate, s.Beta1, s.Beta2, step)
+		must(t, err)
+		args, err := kernels.Adam.Args(pw, pg, pm, pv, alpha, float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon), n)
+		must(t, err)
+		start := time.Now()
+		must(t, d.Launch(kernels.Adam, geo, args)) // synchronous
+		if step > 1 {                              // the first launch JIT-compiles and warms up
+			elapsed += time.Since(start)
+		}
+		s.Apply(w, g, slots, step)
+	}
+	per := elapsed / (reps - 1)
+	t.Logf("adam_f32 on %d floats: %v per step, %.0f GB/s effective (28 bytes per element, launch and sync included)",
+		n, per, 28*float64(n)/per.Seconds()/1e9)
+	near(t, "adam_f32 after the timed steps", down(t, d, pw, n), w, 1e-6, 1e-7)
 }
