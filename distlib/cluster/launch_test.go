@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -129,8 +130,19 @@ func TestLaunchFailingTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
+	var events []string
 	err := Launch(ctx, LaunchSpec{Workers: 3, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{helperEnv + "=fail"}, Output: &out, GracePeriod: time.Second})
+		Env: []string{helperEnv + "=fail"}, Output: &out, GracePeriod: time.Second,
+		Events: func(ev TaskEvent) {
+			if !strings.HasPrefix(ev.Addr, "127.0.0.1:") {
+				t.Errorf("event %+v: address %q, want 127.0.0.1:port", ev, ev.Addr)
+			}
+			events = append(events, ev.Task.String()+" "+ev.State)
+		}})
+	sort.Strings(events)
+	if want := "[worker 0 started worker 0 stopped worker 1 failed worker 1 started worker 2 started worker 2 stopped]"; fmt.Sprint(events) != want {
+		t.Errorf("events %v, want %s", events, want)
+	}
 	var te *TaskError
 	var ee *exec.ExitError
 	if !errors.As(err, &te) || te.Task != (Task{Worker, 1}) || !errors.As(err, &ee) || ee.ExitCode() != 3 {
