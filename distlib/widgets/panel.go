@@ -131,7 +131,7 @@ func (r PanelRow) cells() []string {
 	if r.SamplesPerSec > 0 {
 		rate = fmt.Sprintf("%.1f", r.SamplesPerSec)
 	}
-	return []string{r.Task, r.Addr, string(r.State), epoch, step, rate, r.Last()}
+	return []string{r.Task, r.Addr, string(r.State), epoch, step, rate, strings.TrimSpace(r.Last())}
 }
 
 var panelHeader = []string{"task", "address", "state", "epoch", "step", "samples/s", "last line"}
