@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +15,6 @@ import (
 	"time"
 
 	"godist/distlib/cluster"
-	"godist/distlib/keras"
 	"godist/distlib/widgets"
 	"godist/interp"
 )
@@ -167,28 +165,15 @@ func (w *cellWriter) Write(b []byte) (int, error) {
 	w.partial = lines[len(lines)-1]
 	var shown strings.Builder
 	for _, l := range lines[:len(lines)-1] {
+		if !w.panel.Line(l) {
+			continue // a progress line for the panel
+		}
+		shown.WriteString(l + "\n")
 		end := strings.Index(l, "] ")
 		if !strings.HasPrefix(l, "[") || end < 0 {
-			shown.WriteString(l + "\n")
 			continue
 		}
 		prefix, rest := l[:end+2], l[end+2:]
-		task := l[1:end]
-		if js, ok := strings.CutPrefix(rest, keras.PanelLinePrefix); ok {
-			var pl struct {
-				Epoch, Epochs, Step, Steps int
-				SamplesPerSec              float64 `json:"samples_per_sec"`
-			}
-			if json.Unmarshal([]byte(js), &pl) == nil {
-				w.panel.Update(widgets.PanelEvent{Task: task, Epoch: pl.Epoch, Epochs: pl.Epochs,
-					Step: pl.Step, Steps: pl.Steps, SamplesPerSec: pl.SamplesPerSec})
-				continue
-			}
-		}
-		shown.WriteString(l + "\n")
-		if task != "launch" {
-			w.panel.Update(widgets.PanelEvent{Task: task, Line: rest})
-		}
 		if strings.HasPrefix(rest, "godist worker-cell: ") {
 			w.errs[prefix] = []string{strings.TrimPrefix(rest, "godist worker-cell: ")}
 		} else if w.errs[prefix] != nil && len(w.errs[prefix]) < 20 {
@@ -207,23 +192,6 @@ func (w *cellWriter) flush() {
 		w.m.Print(w.partial)
 		w.partial = ""
 	}
-}
-
-// errStopped is the cause of a %%distributed job stopped by its panel's Stop button.
-var errStopped = errors.New("stopped with the panel's Stop button")
-
-// panelEvent turns a launcher's task event into the panel's.
-func panelEvent(ev cluster.TaskEvent) widgets.PanelEvent {
-	pe := widgets.PanelEvent{Task: ev.Task.String(), Addr: ev.Addr}
-	switch ev.State {
-	case "exited":
-		pe.State = widgets.StateExited
-	case "failed":
-		pe.State = widgets.StateFailed
-	case "stopped":
-		pe.State = widgets.StateStopped
-	}
-	return pe
 }
 
 // taskError returns the error report of the task err names, or "".
@@ -264,23 +232,15 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	panel := widgets.NewPanel("%%distributed "+strings.TrimSpace(m.Args), func() { stop(errStopped) })
+	panel := widgets.NewPanel("%%distributed "+strings.TrimSpace(m.Args), func() { stop(cluster.ErrStopped) })
 	w := &cellWriter{m: m, panel: panel, errs: map[string][]string{}}
 	err = cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: a.workers, Program: bin, Args: []string{"worker-cell", file},
-		Output: w, GracePeriod: 2 * time.Second, Env: []string{keras.PanelEnv + "=1"},
-		Events: func(ev cluster.TaskEvent) { panel.Update(panelEvent(ev)) },
+		Output: w, GracePeriod: 2 * time.Second, Env: []string{widgets.PanelEnv + "=1"},
+		Events: func(ev cluster.TaskEvent) { panel.Update(ev.PanelEvent()) },
 	})
 	w.flush()
-	status := "done"
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		status = "stopped"
-	default:
-		status = "failed"
-	}
-	if table := panel.Finish(status); table != "" {
+	if table := panel.Finish(cluster.PanelStatus(ctx, err)); table != "" {
 		m.Print("\n" + table)
 	}
 	switch {

@@ -78,7 +78,11 @@ func (e *TaskError) Unwrap() error { return e.Err }
 // parameter-server job, with a chief and ps tasks, the workers serve too and only the chief
 // is waited for). The first
 // task that fails stops the job: the others are terminated and a *TaskError names it.
-// Cancelling ctx stops every task.
+// Cancelling ctx stops every task. In a notebook cell, when spec.Events is nil, Launch
+// shows the cluster panel (widgets.Panel): live with a Stop button where the widget front
+// end is ready (a stopped job returns an error wrapping ErrStopped), else as a text table
+// written to spec.Output at the end; its tasks get widgets.PanelEnv so that Fit reports
+// epoch, step and samples/s to it.
 func Launch(ctx context.Context, spec LaunchSpec) error {
 	if spec.Workers < 1 {
 		return fmt.Errorf("cluster: launch: %d workers, want at least 1", spec.Workers)
@@ -91,6 +95,9 @@ func Launch(ctx context.Context, spec LaunchSpec) error {
 	}
 	if spec.Output == nil {
 		spec.Output = os.Stdout
+	}
+	if spec.Events == nil && inCell() {
+		return launchWithPanel(ctx, spec)
 	}
 	if spec.GracePeriod <= 0 {
 		spec.GracePeriod = 3 * time.Second

@@ -42,17 +42,12 @@ type progress struct {
 	lastPanel time.Time
 }
 
-// PanelEnv names the environment variable that makes Fit in a process with plain output
-// (a %%distributed worker) also print its progress as PanelLinePrefix lines for the
-// cluster panel: %%distributed sets it for its workers and reads those lines out of
-// their output, so the cell never shows them.
-const PanelEnv = "GODIST_PANEL"
-
-// PanelLinePrefix starts a progress line for the cluster panel, followed by JSON:
-// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples_per_sec":812.5} (epoch and step
-// 1-based, steps 0 when unknown, samples per second over the epoch so far; in a
-// multi-worker job the samples are the whole job's).
-const PanelLinePrefix = "godist-panel: "
+// PanelEnv and PanelLinePrefix are the cluster panel's side channel (package widgets
+// documents it).
+const (
+	PanelEnv        = widgets.PanelEnv
+	PanelLinePrefix = widgets.PanelLinePrefix
+)
 
 const panelEvery = 500 * time.Millisecond
 

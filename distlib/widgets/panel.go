@@ -1,6 +1,7 @@
 package widgets
 
 import (
+	"encoding/json"
 	"fmt"
 	"html"
 	"strings"
@@ -234,6 +235,47 @@ func (s PanelSnapshot) Text() string {
 		}
 	}
 	return b.String()
+}
+
+// PanelEnv names the environment variable that makes Keras' Fit in a process with plain
+// output (a task started by %%distributed or cluster.Launch from a cell) also print its
+// progress as PanelLinePrefix lines for the cluster panel; the launcher sets it for the
+// tasks and Panel.Line takes those lines out of the output, so the cell never shows them.
+const PanelEnv = "GODIST_PANEL"
+
+// PanelLinePrefix starts a progress line for the cluster panel, followed by JSON:
+// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples_per_sec":812.5} (epoch and step
+// 1-based, steps 0 when unknown, samples per second over the epoch so far; in a
+// multi-worker job the samples are the whole job's).
+const PanelLinePrefix = "godist-panel: "
+
+// Line feeds the panel one line of a job's output, "[worker 0] text" as the launcher
+// prefixes it: a PanelLinePrefix progress line updates the task's epoch, step and
+// samples/s and Line returns false (the line is not to be shown); any other task line
+// becomes the task's last line and Line returns true. Lines of no task ("[launch] ...",
+// unprefixed) only return true.
+func (p *Panel) Line(line string) (show bool) {
+	end := strings.Index(line, "] ")
+	if !strings.HasPrefix(line, "[") || end < 0 {
+		return true
+	}
+	task, rest := line[1:end], line[end+2:]
+	if task == "launch" {
+		return true
+	}
+	if js, ok := strings.CutPrefix(rest, PanelLinePrefix); ok {
+		var pl struct {
+			Epoch, Epochs, Step, Steps int
+			SamplesPerSec              float64 `json:"samples_per_sec"`
+		}
+		if json.Unmarshal([]byte(js), &pl) == nil {
+			p.Update(PanelEvent{Task: task, Epoch: pl.Epoch, Epochs: pl.Epochs,
+				Step: pl.Step, Steps: pl.Steps, SamplesPerSec: pl.SamplesPerSec})
+			return false
+		}
+	}
+	p.Update(PanelEvent{Task: task, Line: rest})
+	return true
 }
 
 // panelInterval is the least time between two redraws of a live panel for output lines

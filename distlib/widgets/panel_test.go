@@ -142,3 +142,34 @@ func TestPanelLiveStop(t *testing.T) {
 		t.Error("the Stop button was not closed at Finish")
 	}
 }
+
+func TestPanelLine(t *testing.T) {
+	install(t, false)
+	p := NewPanel("job", nil)
+	for _, tc := range []struct {
+		line string
+		show bool
+	}{
+		{"[worker 0] hello", true},
+		{"[worker 1] " + PanelLinePrefix + `{"epoch":2,"epochs":3,"step":5,"steps":10,"samples_per_sec":99.5}`, false},
+		{"[worker 1] " + PanelLinePrefix + "not json", true}, // shown as it is: no silent loss
+		{"[launch] task worker 1 failed: exit status 1; stopping the job", true},
+		{"no prefix", true},
+	} {
+		if got := p.Line(tc.line); got != tc.show {
+			t.Errorf("Line(%q) = %v, want %v", tc.line, got, tc.show)
+		}
+	}
+	s := p.Snapshot()
+	if len(s.Rows) != 2 {
+		t.Fatalf("rows %+v, want worker 0 and worker 1 only", s.Rows)
+	}
+	w0, w1 := s.Rows[0], s.Rows[1]
+	if w0.Task != "worker 0" || w0.State != StateRunning || w0.Last() != "hello" {
+		t.Errorf("worker 0 row %+v", w0)
+	}
+	if w1.Task != "worker 1" || w1.Epoch != 2 || w1.Epochs != 3 || w1.Step != 5 || w1.Steps != 10 || w1.SamplesPerSec != 99.5 ||
+		w1.Last() != PanelLinePrefix+"not json" {
+		t.Errorf("worker 1 row %+v", w1)
+	}
+}
