@@ -35,6 +35,9 @@ const (
 	StateExited   TaskState = "exited"
 	StateFailed   TaskState = "failed"
 	StateStopped  TaskState = "stopped"
+	// StateDown is a coordinator's worker that is lost for now (it may come back up:
+	// running again); not final.
+	StateDown TaskState = "down"
 )
 
 // Final reports whether s is an end state (exited, failed, stopped).

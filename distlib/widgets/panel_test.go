@@ -26,6 +26,8 @@ func TestPanelRowApply(t *testing.T) {
 		{"failed is final", []PanelEvent{{Task: "worker 0"}, {State: StateFailed}, {State: StateStopped}}, StateFailed, "", 0, 0},
 		{"stopped is final, late line kept", []PanelEvent{{Task: "worker 0"}, {State: StateStopped}, {Line: "bye"}}, StateStopped, "bye", 0, 0},
 		{"new epoch resets the step", []PanelEvent{{Task: "w"}, {Epoch: 1, Epochs: 2}, {Step: 5, Steps: 8}, {Epoch: 2, Epochs: 2, Steps: 8}}, StateRunning, "", 2, 0},
+		{"down and up again", []PanelEvent{{Task: "w", State: StateRunning}, {State: StateDown}, {State: StateRunning}}, StateRunning, "", 0, 0},
+		{"down is not final", []PanelEvent{{Task: "w", State: StateDown}, {State: StateStopped}}, StateStopped, "", 0, 0},
 		{"step", []PanelEvent{{Task: "w"}, {Epoch: 1, Epochs: 2}, {Step: 5, Steps: 8}}, StateRunning, "", 1, 5},
 	}
 	for _, c := range cases {
