@@ -186,6 +186,38 @@ func (k *Kernel) lookupComm(m *Message) (*Comm, CommTarget, commContent) {
 	return comm, k.targets[comm.Target], c
 }
 
+// UrgentTarget is a CommTarget that may ask for its comm_msg to be handled as they
+// arrive, beside a running cell, instead of queued after it (a Stop button that must stop
+// the running cell). Its Message must be quick and must not run user code that expects to
+// run between cells.
+type UrgentTarget interface {
+	CommTarget
+	// Urgent reports whether the comm_msg to c are handled as they arrive.
+	Urgent(c *Comm) bool
+}
+
+// urgentCommMsg handles m at once if it is for a comm whose handler is urgent, and
+// reports whether it did. Such a message gets no busy/idle status: the kernel stays busy
+// with the running cell.
+func (k *Kernel) urgentCommMsg(m *Message) bool {
+	var c commContent
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		return false
+	}
+	k.commMu.Lock()
+	comm := k.comms[c.CommID]
+	k.commMu.Unlock()
+	if comm == nil {
+		return false
+	}
+	u, ok := comm.handler.(UrgentTarget)
+	if !ok || !u.Urgent(comm) {
+		return false
+	}
+	k.commMsg(m)
+	return true
+}
+
 func (k *Kernel) commMsg(m *Message) {
 	comm, t, c := k.lookupComm(m)
 	if comm == nil || t == nil {

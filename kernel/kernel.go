@@ -219,6 +219,9 @@ func (k *Kernel) Run(ctx context.Context) error {
 	start(func() { k.heartbeat() })
 	start(func() {
 		k.readLoop("shell", k.shell, func(m *Message) {
+			if m.Header.MsgType == "comm_msg" && k.urgentCommMsg(m) {
+				return // handled now, beside the running cell
+			}
 			select {
 			case shellQ <- inbound{m, time.Now()}:
 			case <-k.ctx.Done():

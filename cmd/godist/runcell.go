@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"godist/distlib/cluster"
+	"godist/distlib/widgets"
 	"godist/interp"
 )
 
@@ -148,19 +149,26 @@ func magicError(msg string) error {
 }
 
 // cellWriter hands the tasks' prefixed lines to the cell and keeps each task's error
-// report (the lines from "godist worker-cell: ..." on) for the cell's error.
+// report (the lines from "godist worker-cell: ..." on) for the cell's error. It feeds the
+// cluster panel: each task's lines, and the keras.PanelLinePrefix progress lines, which
+// it takes out of the cell's output.
 type cellWriter struct {
 	m       *interp.Magic
+	panel   *widgets.Panel
 	partial string
 	errs    map[string][]string // task prefix -> its error lines
 }
 
 func (w *cellWriter) Write(b []byte) (int, error) {
-	w.m.Print(string(b))
 	text := w.partial + string(b)
 	lines := strings.Split(text, "\n")
 	w.partial = lines[len(lines)-1]
+	var shown strings.Builder
 	for _, l := range lines[:len(lines)-1] {
+		if !w.panel.Line(l) {
+			continue // a progress line for the panel
+		}
+		shown.WriteString(l + "\n")
 		end := strings.Index(l, "] ")
 		if !strings.HasPrefix(l, "[") || end < 0 {
 			continue
@@ -172,7 +180,18 @@ func (w *cellWriter) Write(b []byte) (int, error) {
 			w.errs[prefix] = append(w.errs[prefix], rest)
 		}
 	}
+	if shown.Len() > 0 {
+		w.m.Print(shown.String())
+	}
 	return len(b), nil
+}
+
+// flush prints a last line that had no newline.
+func (w *cellWriter) flush() {
+	if w.partial != "" {
+		w.m.Print(w.partial)
+		w.partial = ""
+	}
 }
 
 // taskError returns the error report of the task err names, or "".
@@ -211,11 +230,19 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 		ctx, cancel = context.WithTimeout(ctx, a.timeout)
 		defer cancel()
 	}
-	w := &cellWriter{m: m, errs: map[string][]string{}}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	panel := widgets.NewPanel("%%distributed "+strings.TrimSpace(m.Args), func() { stop(cluster.ErrStopped) })
+	w := &cellWriter{m: m, panel: panel, errs: map[string][]string{}}
 	err = cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: a.workers, Program: bin, Args: []string{"worker-cell", file},
-		Output: w, GracePeriod: 2 * time.Second,
+		Output: w, GracePeriod: 2 * time.Second, Env: []string{widgets.PanelEnv + "=1"},
+		Events: func(ev cluster.TaskEvent) { panel.Update(ev.PanelEvent()) },
 	})
+	w.flush()
+	if table := panel.Finish(cluster.PanelStatus(ctx, err)); table != "" {
+		m.Print("\n" + table)
+	}
 	switch {
 	case err == nil:
 		return nil, nil

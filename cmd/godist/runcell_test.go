@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -132,13 +133,15 @@ time.Sleep(time.Minute)
 			if err != nil {
 				t.Fatalf("Execute(%s) = %v\noutput:\n%s", tc.name, err, out)
 			}
+			// The workers' output, before the cluster panel's text table.
+			cellOut, _, _ := strings.Cut(out.String(), "\n%%distributed ")
 			for _, w := range tc.want {
-				if !strings.Contains(out.String(), w) {
+				if !strings.Contains(cellOut, w) {
 					t.Errorf("output lacks %q:\n%s", w, out)
 				}
 			}
 			for w, want := range tc.count {
-				if n := strings.Count(out.String(), w); n != want {
+				if n := strings.Count(cellOut, w); n != want {
 					t.Errorf("%q appears %d times, want %d:\n%s", w, n, want, out)
 				}
 			}
@@ -164,5 +167,91 @@ func TestEnsureOnPath(t *testing.T) {
 	}
 	if added, _ := ensureOnPath(); added != "" {
 		t.Errorf("a second ensureOnPath added %q again", added)
+	}
+}
+
+// TestDistributedPanelText: without a widget front end, a %%distributed cell prints the
+// cluster panel once at the end as a text table: every task with its address and final
+// state, the failed task's last lines, and no godist-panel: progress line in the output.
+func TestDistributedPanelText(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds godist and starts worker processes; skipped under -short")
+	}
+	t.Setenv("GODIST_BIN", kernelTestBinary(t))
+	s, err := interp.New(interp.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, tc := range []struct {
+		name, cell string
+		wantErr    string
+		table      []*regexp.Regexp
+	}{
+		{"two workers exit", `%%distributed --workers 2
+import (
+	"godist/distlib/data"
+	"godist/distlib/keras"
+	"godist/distlib/keras/layers"
+	"godist/distlib/tensor"
+)
+x := tensor.RandomNormal([]int{256, 4}, 0, 1, 1)
+m := keras.Sequential(layers.Dense(1, layers.InputShape(4)))
+m.Compile(keras.SGD(0.01), keras.MeanSquaredError())
+m.Fit(data.FromTensorSlices(x, tensor.ReduceSum(x, 1)).Batch(32, false), keras.Epochs(2))
+`, "", []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^%%distributed --workers 2: done$`),
+			regexp.MustCompile(`(?m)^task +address +state +epoch +step +samples/s +last line$`),
+			regexp.MustCompile(`(?m)^worker 0 +127\.0\.0\.1:\d+ +exited +2/2 +8/8 +\d+\.\d +loss: \[`),
+			regexp.MustCompile(`(?m)^worker 1 +127\.0\.0\.1:\d+ +exited +2/2 +8/8 +\d+\.\d +loss: \[`),
+		}},
+		{"a failed worker's last lines", `%%distributed --workers 2
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+fmt.Println("working")
+if strings.Contains(os.Getenv("TF_CONFIG"), ` + "`" + `"index":1` + "`" + `) {
+	fmt.Println("about to fail")
+	panic("worker one gives up")
+}
+time.Sleep(time.Minute)
+`, "worker 1", []*regexp.Regexp{
+			regexp.MustCompile(`(?m)^%%distributed --workers 2: failed$`),
+			regexp.MustCompile(`(?m)^worker 0 +127\.0\.0\.1:\d+ +stopped\b`),
+			regexp.MustCompile(`(?m)^worker 1 +127\.0\.0\.1:\d+ +failed +in the cell, line 11:2$`),
+			regexp.MustCompile(`(?m)^worker 1 failed; its last lines:\n  working\n  about to fail\n(  .*\n)*  .*worker one gives up`),
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			out := &recOutput{}
+			_, err := s.Execute(ctx, tc.cell, out)
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("Execute = %v\noutput:\n%s", err, out)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Execute = %v, want an error naming %q\noutput:\n%s", err, tc.wantErr, out)
+			}
+			cellOut, table, ok := strings.Cut(out.String(), "\n%%distributed ")
+			if !ok {
+				t.Fatalf("no panel table at the end:\n%s", out)
+			}
+			table = "%%distributed " + table
+			if strings.Contains(out.String(), "godist-panel:") {
+				t.Errorf("the panel's progress lines reached the cell:\n%s", out)
+			}
+			if strings.Count(out.String(), "%%distributed --workers 2:") != 1 {
+				t.Errorf("the table is not printed exactly once:\n%s", out)
+			}
+			for _, re := range tc.table {
+				if !re.MatchString(table) {
+					t.Errorf("table lacks %s:\n%s\n(cell output:\n%s)", re, table, cellOut)
+				}
+			}
+		})
 	}
 }

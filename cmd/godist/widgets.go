@@ -64,3 +64,10 @@ func (w widgetComm) Message(c *kernel.Comm, data map[string]any, buffers [][]byt
 	w.r.Message(data, buffers)
 }
 func (w widgetComm) Close(c *kernel.Comm, data map[string]any) { w.r.Closed() }
+
+// Urgent implements kernel.UrgentTarget: a widget that asks for it (the cluster panel's
+// Stop button) gets the front end's messages while a cell runs.
+func (w widgetComm) Urgent(*kernel.Comm) bool {
+	u, ok := w.r.(interface{ Urgent() bool })
+	return ok && u.Urgent()
+}

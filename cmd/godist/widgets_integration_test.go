@@ -9,3 +9,11 @@ import "testing"
 func TestKernelWidgets(t *testing.T) {
 	kernelRunScript(t, "testdata/widgets.py")
 }
+
+// TestKernelPanel runs the cluster panel's protocol tests through jupyter_client with a
+// validated widget front end: a %%distributed --workers 2 cell's panel shows both workers
+// running then exited, and its Stop button, clicked while a long Fit runs, stops the job
+// promptly and the panel says stopped.
+func TestKernelPanel(t *testing.T) {
+	kernelRunScript(t, "testdata/panel.py")
+}

@@ -42,6 +42,21 @@ type LaunchSpec struct {
 	Token string
 	// GracePeriod is how long a stopped task has between SIGTERM and SIGKILL; 0 means 3s.
 	GracePeriod time.Duration
+	// Events, if not nil, is told when each task starts and ends (from Launch's goroutine,
+	// in order per task); a cluster panel follows the job with it. Under Slurm the one
+	// task is "srun 0".
+	Events func(TaskEvent)
+}
+
+// TaskEvent is what LaunchSpec.Events hears about a task.
+type TaskEvent struct {
+	Task Task
+	Addr string // host:port of a local task ("" under Slurm)
+	// State is "started", "exited" (exit status 0 or, for a serving task, stopped when the
+	// job was done), "failed" (it made the job fail) or "stopped" (ended while the job
+	// was being stopped: by a failure elsewhere or a cancelled context).
+	State string
+	Err   error // the task's error, for failed and stopped
 }
 
 // TaskError reports the task that made the job fail.
@@ -63,7 +78,11 @@ func (e *TaskError) Unwrap() error { return e.Err }
 // parameter-server job, with a chief and ps tasks, the workers serve too and only the chief
 // is waited for). The first
 // task that fails stops the job: the others are terminated and a *TaskError names it.
-// Cancelling ctx stops every task.
+// Cancelling ctx stops every task. In a notebook cell, when spec.Events is nil, Launch
+// shows the cluster panel (widgets.Panel): live with a Stop button where the widget front
+// end is ready (a stopped job returns an error wrapping ErrStopped), else as a text table
+// written to spec.Output at the end; its tasks get widgets.PanelEnv so that Fit reports
+// epoch, step and samples/s to it.
 func Launch(ctx context.Context, spec LaunchSpec) error {
 	if spec.Workers < 1 {
 		return fmt.Errorf("cluster: launch: %d workers, want at least 1", spec.Workers)
@@ -76,6 +95,9 @@ func Launch(ctx context.Context, spec LaunchSpec) error {
 	}
 	if spec.Output == nil {
 		spec.Output = os.Stdout
+	}
+	if spec.Events == nil && inCell() {
+		return launchWithPanel(ctx, spec)
 	}
 	if spec.GracePeriod <= 0 {
 		spec.GracePeriod = 3 * time.Second
@@ -142,7 +164,7 @@ func launchLocal(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 			if procs[job] != "" {
 				cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs[job])
 			}
-			tasks = append(tasks, &runningTask{task: t, cmd: cmd})
+			tasks = append(tasks, &runningTask{task: t, cmd: cmd, addr: addrs[job][i]})
 		}
 	}
 	return supervise(ctx, spec, tasks, out, func(rt *runningTask) *prefixWriter {
@@ -195,6 +217,7 @@ var srunLabel = regexp.MustCompile(`^\s*(\d+): ?(.*)$`)
 
 type runningTask struct {
 	task Task
+	addr string
 	cmd  *exec.Cmd
 	outs [2]*prefixWriter // stdout, stderr: each cut into lines on its own
 }
@@ -228,6 +251,9 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		}
 		started++
 		pending[rt] = true
+		if spec.Events != nil {
+			spec.Events(TaskEvent{Task: rt.task, Addr: rt.addr, State: "started"})
+		}
 		go func() { results <- result{rt, rt.cmd.Wait()} }()
 	}
 	var failure error
@@ -261,6 +287,16 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			r.rt.outs[1].flush()
 			if !serves(r.rt.task) {
 				needed--
+			}
+			if spec.Events != nil {
+				ev := TaskEvent{Task: r.rt.task, Addr: r.rt.addr, State: "exited", Err: r.err}
+				switch {
+				case r.err != nil && !stopping:
+					ev.State = "failed"
+				case stopping && failure != nil:
+					ev.State = "stopped"
+				}
+				spec.Events(ev)
 			}
 			if r.err != nil && !stopping {
 				out.Write([]byte(fmt.Sprintf("[launch] task %s failed: %v; stopping the job\n", r.rt.task, r.err)))

@@ -7,11 +7,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"godist/distlib/collective"
+	"godist/distlib/display"
 	"godist/internal/leakcheck"
 )
 
@@ -129,8 +132,19 @@ func TestLaunchFailingTask(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	start := time.Now()
+	var events []string
 	err := Launch(ctx, LaunchSpec{Workers: 3, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{helperEnv + "=fail"}, Output: &out, GracePeriod: time.Second})
+		Env: []string{helperEnv + "=fail"}, Output: &out, GracePeriod: time.Second,
+		Events: func(ev TaskEvent) {
+			if !strings.HasPrefix(ev.Addr, "127.0.0.1:") {
+				t.Errorf("event %+v: address %q, want 127.0.0.1:port", ev, ev.Addr)
+			}
+			events = append(events, ev.Task.String()+" "+ev.State)
+		}})
+	sort.Strings(events)
+	if want := "[worker 0 started worker 0 stopped worker 1 failed worker 1 started worker 2 started worker 2 stopped]"; fmt.Sprint(events) != want {
+		t.Errorf("events %v, want %s", events, want)
+	}
 	var te *TaskError
 	var ee *exec.ExitError
 	if !errors.As(err, &te) || te.Task != (Task{Worker, 1}) || !errors.As(err, &ee) || ee.ExitCode() != 3 {
@@ -160,6 +174,41 @@ func TestLaunchErrors(t *testing.T) {
 		err := Launch(context.Background(), tc.spec)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Launch(%+v) = %v, want an error containing %q", tc.spec, err, tc.want)
+		}
+	}
+}
+
+// notebook is a display.Publisher like a notebook's without a widget front end.
+type notebook struct{}
+
+func (notebook) Display(data, md display.Bundle, id string) {}
+func (notebook) Update(data, md display.Bundle, id string)  {}
+func (notebook) ClearOutput(bool)                           {}
+
+// TestLaunchPanelInCell: Launch in a notebook cell without widgets prints the cluster
+// panel as a text table at the end of its output, each task exited with its address.
+func TestLaunchPanelInCell(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	leakcheck.Check(t)
+	old := display.SetPublisher(notebook{})
+	defer display.SetPublisher(old)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Launch(ctx, LaunchSpec{Workers: 2, Program: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{helperEnv + "=allreduce"}, Output: &out, GracePeriod: time.Second})
+	if err != nil {
+		t.Fatalf("Launch = %v\n%s", err, out.String())
+	}
+	_, table, ok := strings.Cut(out.String(), "\ncluster.Launch: 2 workers: done\n")
+	if !ok {
+		t.Fatalf("no panel table at the end:\n%s", out.String())
+	}
+	for _, re := range []string{`(?m)^worker 0 +127\.0\.0\.1:\d+ +exited +rank 0 of 2 sum=\[3 2\]$`, `(?m)^worker 1 +127\.0\.0\.1:\d+ +exited +rank 1 of 2 sum=\[3 2\]$`} {
+		if !regexp.MustCompile(re).MatchString(table) {
+			t.Errorf("table lacks %s:\n%s", re, table)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"godist/distlib/psched"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
+	"godist/distlib/widgets"
 )
 
 // ErrClosureCancelled is wrapped by the error of a scheduled function that did not run
@@ -58,6 +59,8 @@ type ClusterCoordinator struct {
 
 	retries   atomic.Int64
 	bytesSent atomic.Int64
+
+	panel *widgets.Panel // the live cluster panel (nil without the widget front end)
 }
 
 type closure struct {
@@ -117,6 +120,7 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 	}
 	c.wg.Add(1)
 	go c.watch()
+	c.startPanel()
 	return c
 }
 
@@ -344,6 +348,7 @@ func (c *ClusterCoordinator) Close() error {
 		c.releaseLocked(cl)
 	}
 	c.mu.Unlock()
+	c.finishPanel()
 	return nil
 }
 

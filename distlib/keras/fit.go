@@ -477,6 +477,7 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 				total.add(st)
 				logs = m.logsOf(total, "")
 				if prog != nil {
+					prog.samples = total.n
 					prog.step(steps, logs)
 				}
 			case st.n > 0:

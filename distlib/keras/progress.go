@@ -32,6 +32,41 @@ type progress struct {
 	lastLen    int
 	stepsDone  int
 	firstStepT time.Duration
+
+	// The cluster panel's side channel (PanelEnv set, plain output: a %%distributed
+	// worker): a PanelLinePrefix line at most every panelEvery, and at each epoch's end.
+	panel     bool
+	epoch     int     // 1-based, 0 outside Fit's epochs
+	epochs    int     // of Fit
+	samples   float64 // examples trained in the epoch so far (Fit sets it before step)
+	lastPanel time.Time
+}
+
+// PanelEnv and PanelLinePrefix are the cluster panel's side channel (package widgets
+// documents it).
+const (
+	PanelEnv        = widgets.PanelEnv
+	PanelLinePrefix = widgets.PanelLinePrefix
+)
+
+const panelEvery = 500 * time.Millisecond
+
+// panelLine prints the panel's progress line when due (or when force).
+func (p *progress) panelLine(force bool) {
+	if !p.panel || p.epoch == 0 {
+		return
+	}
+	now := p.now()
+	if !force && !p.lastPanel.IsZero() && now.Sub(p.lastPanel) < panelEvery {
+		return
+	}
+	p.lastPanel = now
+	rate := 0.0
+	if el := now.Sub(p.start).Seconds(); el > 0 && p.samples > 0 {
+		rate = p.samples / el
+	}
+	fmt.Fprintf(p.w, "%s{\"epoch\":%d,\"epochs\":%d,\"step\":%d,\"steps\":%d,\"samples_per_sec\":%.1f}\n",
+		PanelLinePrefix, p.epoch, p.epochs, p.stepsDone, p.target, rate)
 }
 
 const (
@@ -54,6 +89,8 @@ func newProgress(verbose int, w io.Writer, now func() time.Time) *progress {
 		}
 	case isTerminal(w):
 		p.mode = modeTTY
+	default:
+		p.panel = os.Getenv(PanelEnv) != ""
 	}
 	return p
 }
@@ -70,6 +107,7 @@ func isTerminal(w io.Writer) bool {
 // epochBegin starts a new epoch's bar.
 func (p *progress) epochBegin(epoch, epochs, target int) {
 	p.target, p.stepsDone = target, 0
+	p.epoch, p.epochs, p.samples, p.lastPanel = epoch+1, epochs, 0, time.Time{}
 	p.start = p.now()
 	p.lastDraw = time.Time{}
 	p.emitLine(fmt.Sprintf("Epoch %d/%d", epoch+1, epochs))
@@ -78,6 +116,7 @@ func (p *progress) epochBegin(epoch, epochs, target int) {
 // step redraws the bar after step (1-based) when enough time has passed.
 func (p *progress) step(current int, logs Logs) {
 	p.stepsDone = current
+	p.panelLine(current == p.target)
 	if p.verbose != 1 || p.mode == modePlain {
 		return
 	}

@@ -138,3 +138,39 @@ func TestProgressNotebookUpdatesOneHandle(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressPanelLines checks the cluster panel's side channel: with PanelEnv set and
+// plain output, Fit's progress prints PanelLinePrefix lines, at most one per panelEvery
+// and one at the epoch's last step (32 samples a step: 32/0.4s, 96/1.2s, 128/1.7s);
+// without it, none.
+func TestProgressPanelLines(t *testing.T) {
+	for _, tc := range []struct {
+		env  string
+		want []string
+	}{
+		{"1", []string{
+			`Epoch 1/2`,
+			PanelLinePrefix + `{"epoch":1,"epochs":2,"step":1,"steps":4,"samples_per_sec":80.0}`,
+			PanelLinePrefix + `{"epoch":1,"epochs":2,"step":3,"steps":4,"samples_per_sec":80.0}`,
+			PanelLinePrefix + `{"epoch":1,"epochs":2,"step":4,"steps":4,"samples_per_sec":75.3}`,
+		}},
+		{"", []string{`Epoch 1/2`}},
+	} {
+		t.Setenv(PanelEnv, tc.env)
+		var buf bytes.Buffer
+		clock := time.Unix(0, 0)
+		p := newProgress(1, &buf, func() time.Time { return clock })
+		p.epochBegin(0, 2, 4)
+		for i := 1; i <= 4; i++ {
+			clock = clock.Add(400 * time.Millisecond) // steps 1 and 3 are due, 2 is too soon, 4 is the last
+			p.samples = float64(32 * i)
+			if i == 4 {
+				clock = clock.Add(100 * time.Millisecond)
+			}
+			p.step(i, Logs{})
+		}
+		if got := strings.Split(strings.TrimSpace(buf.String()), "\n"); strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+			t.Errorf("%s=%q: output\n%s\nwant\n%s", PanelEnv, tc.env, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+		}
+	}
+}

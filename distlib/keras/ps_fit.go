@@ -413,6 +413,7 @@ func (e *psTrainer) epochEnd(ctx context.Context, steps int, prog *progress) (st
 		total.add(statsFrom(v.Data()))
 		done += e.spe
 		if prog != nil {
+			prog.samples = total.n
 			prog.step(min(done, steps), e.m.logsOf(total, ""))
 		}
 	}

@@ -162,6 +162,8 @@ type Scheduler struct {
 	stallTicks  int
 	stalled     bool
 	finished    int
+	resolved    int // closures resolved, with an error or not
+	failed      int // closures resolved with an error
 	retries     int
 	next        int // round-robin start for placing closures
 	rd          Ready
@@ -202,9 +204,13 @@ func (s *Scheduler) Schedule() uint64 {
 	switch {
 	case s.closeErr != nil:
 		s.rd.Resolves = append(s.rd.Resolves, Resolve{Step: step, Worker: -1, Err: s.closeErr})
+		s.resolved++
+		s.failed++
 		return step
 	case s.fatal != nil:
 		s.rd.Resolves = append(s.rd.Resolves, Resolve{Step: step, Worker: -1, Err: s.fatal})
+		s.resolved++
+		s.failed++
 		return step
 	}
 	c := &closureState{step: step, worker: -1}
@@ -452,6 +458,28 @@ func (s *Scheduler) compact() {
 // Done reports whether every closure has finished or the scheduler failed.
 func (s *Scheduler) Done() bool { return len(s.live) == 0 || s.fatal != nil }
 
+// Stats are a Scheduler's counters (the cluster panel shows them).
+type Stats struct {
+	Scheduled int    // closures scheduled
+	Done      int    // closures resolved: succeeded, failed or cancelled
+	Failed    int    // closures resolved with an error (cancelled ones included)
+	Retried   int    // times a closure was queued again after its worker failed
+	Queued    int    // closures waiting for a worker
+	Running   int    // closures running on a worker
+	Up        []bool // each worker: up (reachable) or down
+}
+
+// Stats returns the scheduler's counters now.
+func (s *Scheduler) Stats() Stats {
+	st := Stats{Scheduled: int(s.nextStep - s.cfg.FirstStep), Done: s.resolved, Failed: s.failed, Retried: s.retries}
+	for _, w := range s.workers {
+		st.Running += len(w.running)
+		st.Up = append(st.Up, w.up)
+	}
+	st.Queued = max(len(s.live)-st.Running, 0) // a stopped closure may still be on its worker
+	return st
+}
+
 // Retries returns how many times a closure was queued again after its worker failed.
 func (s *Scheduler) Retries() int { return s.retries }
 
@@ -558,6 +586,10 @@ func (s *Scheduler) resolve(c *closureState, w int, err error) {
 	}
 	delete(s.live, c.step)
 	s.rd.Resolves = append(s.rd.Resolves, Resolve{Step: c.step, Worker: w, Err: err})
+	s.resolved++
+	if err != nil {
+		s.failed++
+	}
 	if c.attempt == 0 {
 		return // never ran: nothing of it on the parameter servers to forget
 	}

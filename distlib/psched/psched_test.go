@@ -410,3 +410,33 @@ func TestCancelledOutcomeIsNotAJoinError(t *testing.T) {
 		})
 	}
 }
+
+// TestStats: the counters the cluster panel shows follow scheduling, a retry, a failure
+// (which cancels the queue) and the workers going down and up.
+func TestStats(t *testing.T) {
+	s, err := New(Config{Workers: 2, Slots: 1, UnreachableTicks: 3, FirstStep: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.WorkerUp(0)
+	s.WorkerUp(1)
+	a, b, c := s.Schedule(), s.Schedule(), s.Schedule()
+	check := func(when string, want Stats) {
+		t.Helper()
+		if got := s.Stats(); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: Stats = %+v, want %+v", when, got, want)
+		}
+	}
+	check("3 scheduled on 2 workers", Stats{Scheduled: 3, Queued: 1, Running: 2, Up: []bool{true, true}})
+	s.ClosureDone(0, a, OK, nil)
+	check("a done, c runs", Stats{Scheduled: 3, Done: 1, Running: 2, Up: []bool{true, true}})
+	s.ClosureDone(1, b, WorkerFailure, errConn)
+	check("worker 1 failed: b again on worker 0 after c", Stats{Scheduled: 3, Done: 1, Retried: 1, Queued: 1, Running: 1, Up: []bool{true, false}})
+	s.ClosureDone(0, c, UserError, errUser)
+	s.WorkerUp(1)
+	// A closure's own error cancels the queued ones until the next Join, as in TF.
+	check("c failed: b cancelled", Stats{Scheduled: 3, Done: 3, Failed: 2, Retried: 1, Up: []bool{true, true}})
+	s.Close(errStop)
+	s.Schedule()
+	check("scheduled after Close", Stats{Scheduled: 4, Done: 4, Failed: 3, Retried: 1, Up: []bool{true, true}})
+}

@@ -161,6 +161,7 @@ type Widget struct {
 	parts    []*Widget // layout and style models, closed with the widget
 	onCustom func(content map[string]any)
 	plain    func() string
+	urgent   bool // the front end's messages are handled as they come, even during a cell
 }
 
 // ErrClosed is returned by calls that need an open widget after Close.
@@ -448,6 +449,15 @@ func (r receiver) Message(data map[string]any, buffers [][]byte) {
 	default:
 		fmt.Fprintf(os.Stderr, "widgets: %s %s: front end sent unknown method %q (want backbone, update, request_state or custom)\n", w.kind, w.id, method)
 	}
+}
+
+// Urgent reports whether the kernel should hand the front end's messages to this widget
+// as they arrive, even while a cell runs (the cluster panel's Stop button), instead of
+// after the running cell.
+func (r receiver) Urgent() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return r.w.urgent
 }
 
 // Closed implements Receiver.

@@ -1,0 +1,451 @@
+package widgets
+
+import (
+	"encoding/json"
+	"fmt"
+	"html"
+	"strings"
+	"sync"
+	"time"
+)
+
+// The cluster panel: one table of a job's tasks (chief/worker/ps, host:port, state, epoch,
+// step, samples/s, last log line), fed by events from its source (%%distributed, a
+// cluster.Launch from a cell, a ClusterCoordinator), drawn live as an HTML widget with a
+// Stop button where the widget front end is Ready, and printed once as a text table at the
+// end elsewhere.
+//
+// The DOM the front end shows: a <table class="godist-cluster-panel"> whose header row is
+// "task", "address", "state", "epoch", "step", "samples/s", "last line" and whose rows start
+// with the task's name ("worker 0") and carry its state ("starting", "running", "exited",
+// "failed", "stopped") in a cell of class "godist-task-state"; a <div
+// class="godist-cluster-status"> above it says "running", "stopping", "stopped", "failed" or
+// "done"; counters (a coordinator's closures and workers) are in a <div
+// class="godist-cluster-counters">; a failed task's last lines are in a <pre
+// class="godist-task-failure">.
+
+// TaskState is a task's state in the cluster panel.
+type TaskState string
+
+// The task states. A task starts in StateStarting, is StateRunning from its first output
+// (or a running event), and ends in one of the last three, which are final.
+const (
+	StateStarting TaskState = "starting"
+	StateRunning  TaskState = "running"
+	StateExited   TaskState = "exited"
+	StateFailed   TaskState = "failed"
+	StateStopped  TaskState = "stopped"
+	// StateDown is a coordinator's worker that is lost for now (it may come back up:
+	// running again); not final.
+	StateDown TaskState = "down"
+)
+
+// Final reports whether s is an end state (exited, failed, stopped).
+func (s TaskState) Final() bool { return s == StateExited || s == StateFailed || s == StateStopped }
+
+// PanelEvent is what a source tells the panel about one task. Zero fields mean "no news":
+// State "" keeps the state, Epoch 0 the epoch, Line "" the last line.
+type PanelEvent struct {
+	Task          string    // "worker 0", "ps 1", "chief 0"
+	Addr          string    // host:port
+	State         TaskState // the new state
+	Epoch, Epochs int       // 1-based epoch of Epochs
+	Step, Steps   int       // step (1-based) of Steps in the epoch; Steps 0: unknown
+	SamplesPerSec float64   // training throughput
+	Line          string    // an output line of the task
+}
+
+// PanelRow is one task's row: what the events about it add up to.
+type PanelRow struct {
+	Task, Addr    string
+	State         TaskState
+	Epoch, Epochs int
+	Step, Steps   int
+	SamplesPerSec float64
+	Lines         []string // the last lines (at most PanelKeepLines), the newest last
+}
+
+// PanelKeepLines is how many of a task's last output lines a row keeps (a failed task's
+// are shown).
+const PanelKeepLines = 10
+
+// Apply returns the row after ev: the pure state machine of a task. starting -> running ->
+// exited/failed/stopped; an output line or progress moves a starting task to running; a
+// final state does not change any more (a late line is still kept).
+func (r PanelRow) Apply(ev PanelEvent) PanelRow {
+	if r.State == "" {
+		r.State = StateStarting
+	}
+	if r.Task == "" {
+		r.Task = ev.Task
+	}
+	if ev.Addr != "" {
+		r.Addr = ev.Addr
+	}
+	if ev.Line != "" {
+		r.Lines = append(append([]string(nil), r.Lines...), ev.Line)
+		if len(r.Lines) > PanelKeepLines {
+			r.Lines = r.Lines[len(r.Lines)-PanelKeepLines:]
+		}
+	}
+	if ev.Epoch > 0 {
+		r.Epoch, r.Epochs = ev.Epoch, ev.Epochs
+		if ev.Step == 0 {
+			r.Step, r.Steps = 0, ev.Steps
+		}
+	}
+	if ev.Step > 0 {
+		r.Step, r.Steps = ev.Step, ev.Steps
+	}
+	if ev.SamplesPerSec > 0 {
+		r.SamplesPerSec = ev.SamplesPerSec
+	}
+	next := ev.State
+	if next == "" && r.State == StateStarting && (ev.Line != "" || ev.Epoch > 0 || ev.Step > 0) {
+		next = StateRunning
+	}
+	if next != "" && !r.State.Final() {
+		r.State = next
+	}
+	return r
+}
+
+// Last returns the row's last output line, "" if none.
+func (r PanelRow) Last() string {
+	if len(r.Lines) == 0 {
+		return ""
+	}
+	return r.Lines[len(r.Lines)-1]
+}
+
+func (r PanelRow) cells() []string {
+	epoch, step, rate := "", "", ""
+	if r.Epoch > 0 {
+		epoch = fmt.Sprint(r.Epoch)
+		if r.Epochs > 0 {
+			epoch += fmt.Sprintf("/%d", r.Epochs)
+		}
+	}
+	if r.Step > 0 {
+		step = fmt.Sprint(r.Step)
+		if r.Steps > 0 {
+			step += fmt.Sprintf("/%d", r.Steps)
+		}
+	}
+	if r.SamplesPerSec > 0 {
+		rate = fmt.Sprintf("%.1f", r.SamplesPerSec)
+	}
+	return []string{r.Task, r.Addr, string(r.State), epoch, step, rate, strings.TrimSpace(r.Last())}
+}
+
+var panelHeader = []string{"task", "address", "state", "epoch", "step", "samples/s", "last line"}
+
+// PanelSnapshot is what a panel shows at one moment.
+type PanelSnapshot struct {
+	Title    string
+	Status   string // running, stopping, stopped, failed, done
+	Rows     []PanelRow
+	Counters [][2]string // name, value: a coordinator's closures and workers
+}
+
+// HTML renders the snapshot as the panel's table (the DOM the package doc of Panel names).
+func (s PanelSnapshot) HTML() string {
+	var b strings.Builder
+	esc := html.EscapeString
+	fmt.Fprintf(&b, `<div class="godist-cluster-panel-box"><div class="godist-cluster-status"><b>%s</b>: %s</div>`, esc(s.Title), esc(s.Status))
+	if len(s.Counters) > 0 {
+		b.WriteString(`<div class="godist-cluster-counters">`)
+		for i, c := range s.Counters {
+			if i > 0 {
+				b.WriteString(" · ")
+			}
+			fmt.Fprintf(&b, `%s: <span class="godist-counter">%s</span>`, esc(c[0]), esc(c[1]))
+		}
+		b.WriteString(`</div>`)
+	}
+	b.WriteString(`<table class="godist-cluster-panel"><thead><tr>`)
+	for _, h := range panelHeader {
+		fmt.Fprintf(&b, "<th>%s</th>", esc(h))
+	}
+	b.WriteString("</tr></thead><tbody>")
+	for _, r := range s.Rows {
+		b.WriteString("<tr>")
+		for i, c := range r.cells() {
+			switch i {
+			case 2:
+				fmt.Fprintf(&b, `<td class="godist-task-state godist-state-%s">%s</td>`, esc(string(r.State)), esc(c))
+			case 6:
+				fmt.Fprintf(&b, `<td><code>%s</code></td>`, esc(c))
+			default:
+				fmt.Fprintf(&b, "<td>%s</td>", esc(c))
+			}
+		}
+		b.WriteString("</tr>")
+	}
+	b.WriteString("</tbody></table>")
+	for _, r := range s.Rows {
+		if r.State == StateFailed && len(r.Lines) > 0 {
+			fmt.Fprintf(&b, `<div>%s failed; its last lines:</div><pre class="godist-task-failure">%s</pre>`, esc(r.Task), esc(strings.Join(r.Lines, "\n")))
+		}
+	}
+	b.WriteString("</div>")
+	return b.String()
+}
+
+// Text renders the snapshot as a plain-text table, the panel's form without widgets.
+func (s PanelSnapshot) Text() string {
+	rows := [][]string{panelHeader}
+	for _, r := range s.Rows {
+		rows = append(rows, r.cells())
+	}
+	width := make([]int, len(panelHeader))
+	for _, row := range rows {
+		for i, c := range row {
+			width[i] = max(width[i], len([]rune(c)))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s\n", s.Title, s.Status)
+	if len(s.Counters) > 0 {
+		for i, c := range s.Counters {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%s: %s", c[0], c[1])
+		}
+		b.WriteString("\n")
+	}
+	for _, row := range rows {
+		var line strings.Builder
+		for i, c := range row {
+			if i > 0 {
+				line.WriteString("  ")
+			}
+			if i == len(row)-1 {
+				line.WriteString(c)
+			} else {
+				line.WriteString(c + strings.Repeat(" ", width[i]-len([]rune(c))))
+			}
+		}
+		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
+	}
+	for _, r := range s.Rows {
+		if r.State == StateFailed && len(r.Lines) > 0 {
+			fmt.Fprintf(&b, "%s failed; its last lines:\n", r.Task)
+			for _, l := range r.Lines {
+				fmt.Fprintf(&b, "  %s\n", l)
+			}
+		}
+	}
+	return b.String()
+}
+
+// PanelEnv names the environment variable that makes Keras' Fit in a process with plain
+// output (a task started by %%distributed or cluster.Launch from a cell) also print its
+// progress as PanelLinePrefix lines for the cluster panel; the launcher sets it for the
+// tasks and Panel.Line takes those lines out of the output, so the cell never shows them.
+const PanelEnv = "GODIST_PANEL"
+
+// PanelLinePrefix starts a progress line for the cluster panel, followed by JSON:
+// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples_per_sec":812.5} (epoch and step
+// 1-based, steps 0 when unknown, samples per second over the epoch so far; in a
+// multi-worker job the samples are the whole job's).
+const PanelLinePrefix = "godist-panel: "
+
+// Line feeds the panel one line of a job's output, "[worker 0] text" as the launcher
+// prefixes it: a PanelLinePrefix progress line updates the task's epoch, step and
+// samples/s and Line returns false (the line is not to be shown); any other task line
+// becomes the task's last line and Line returns true. Lines of no task ("[launch] ...",
+// unprefixed) only return true.
+func (p *Panel) Line(line string) (show bool) {
+	end := strings.Index(line, "] ")
+	if !strings.HasPrefix(line, "[") || end < 0 {
+		return true
+	}
+	task, rest := line[1:end], line[end+2:]
+	if task == "launch" {
+		return true
+	}
+	if js, ok := strings.CutPrefix(rest, PanelLinePrefix); ok {
+		var pl struct {
+			Epoch, Epochs, Step, Steps int
+			SamplesPerSec              float64 `json:"samples_per_sec"`
+		}
+		if json.Unmarshal([]byte(js), &pl) == nil {
+			p.Update(PanelEvent{Task: task, Epoch: pl.Epoch, Epochs: pl.Epochs,
+				Step: pl.Step, Steps: pl.Steps, SamplesPerSec: pl.SamplesPerSec})
+			return false
+		}
+	}
+	p.Update(PanelEvent{Task: task, Line: rest})
+	return true
+}
+
+// panelInterval is the least time between two redraws of a live panel for output lines
+// and progress; state changes redraw at once.
+const panelInterval = 250 * time.Millisecond
+
+// Panel is the live cluster panel. Its methods are safe for concurrent use.
+type Panel struct {
+	mu       sync.Mutex
+	snap     PanelSnapshot
+	index    map[string]int
+	live     bool // drawn as widgets
+	html     *HTML
+	stop     *Button
+	box      *Box
+	lastDraw time.Time
+	timer    *time.Timer // a pending redraw
+	finished bool
+}
+
+// NewPanel returns a panel titled title. Where the widget front end is Ready it shows
+// itself in the running cell at once, with a Stop button that calls onStop (once; nil: no
+// button); the kernel delivers that click even while the cell runs. Elsewhere it shows
+// nothing until Finish.
+func NewPanel(title string, onStop func()) *Panel {
+	p := &Panel{snap: PanelSnapshot{Title: title, Status: "running"}, index: map[string]int{}}
+	if !Ready() {
+		return p
+	}
+	p.live = true
+	p.html = NewHTML(p.snap.HTML())
+	children := []Child{p.html}
+	if onStop != nil {
+		p.stop = NewButton("Stop")
+		p.stop.mu.Lock()
+		p.stop.urgent = true
+		p.stop.mu.Unlock()
+		_ = p.stop.SetButtonStyle("danger")
+		var once sync.Once
+		_ = p.stop.OnClick(func(b *Button) {
+			once.Do(func() {
+				b.SetDisabled(true)
+				p.setStatus("stopping")
+				onStop()
+			})
+		})
+		children = append(children, p.stop)
+	}
+	p.box = NewVBox(children...)
+	_ = p.box.Display()
+	return p
+}
+
+// Live reports whether the panel is drawn as widgets (else Finish returns its text).
+func (p *Panel) Live() bool { return p.live }
+
+// Update applies ev to its task's row (adding the row on the task's first event).
+func (p *Panel) Update(ev PanelEvent) {
+	if ev.Task == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	i, ok := p.index[ev.Task]
+	if !ok {
+		i = len(p.snap.Rows)
+		p.index[ev.Task] = i
+		p.snap.Rows = append(p.snap.Rows, PanelRow{})
+	}
+	before := p.snap.Rows[i].State
+	p.snap.Rows[i] = p.snap.Rows[i].Apply(ev)
+	p.redrawLocked(!ok || p.snap.Rows[i].State != before)
+}
+
+// SetCounters replaces the counters shown above the table, in order.
+func (p *Panel) SetCounters(counters [][2]string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.snap.Counters = append([][2]string(nil), counters...)
+	p.redrawLocked(false)
+}
+
+func (p *Panel) setStatus(s string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.finished {
+		p.snap.Status = s
+		p.redrawLocked(true)
+	}
+}
+
+// Snapshot returns what the panel shows now.
+func (p *Panel) Snapshot() PanelSnapshot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.snapshotLocked()
+}
+
+func (p *Panel) snapshotLocked() PanelSnapshot {
+	s := p.snap
+	s.Rows = append([]PanelRow(nil), s.Rows...)
+	s.Counters = append([][2]string(nil), s.Counters...)
+	return s
+}
+
+// redrawLocked sends the table to the front end now if now or the last draw is old
+// enough, else once panelInterval after the last draw.
+func (p *Panel) redrawLocked(now bool) {
+	if !p.live || p.finished {
+		return
+	}
+	wait := panelInterval - time.Since(p.lastDraw)
+	if now || wait <= 0 {
+		if p.timer != nil {
+			p.timer.Stop()
+			p.timer = nil
+		}
+		p.lastDraw = time.Now()
+		p.html.SetValue(p.snap.HTML())
+		return
+	}
+	if p.timer == nil {
+		p.timer = time.AfterFunc(wait, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.timer = nil
+			if !p.finished {
+				p.lastDraw = time.Now()
+				p.html.SetValue(p.snap.HTML())
+			}
+		})
+	}
+}
+
+// Finish ends the panel with status (done, stopped, failed): rows still not in a final
+// state get final (exited when done, stopped otherwise), the live panel is drawn a last
+// time and its Stop button removed. It returns the text table when the panel is not live
+// (the caller prints it), "" when it is. Later calls return the same and change nothing.
+func (p *Panel) Finish(status string) string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.finished {
+		p.snap.Status = status
+		end := StateStopped
+		if status == "done" {
+			end = StateExited
+		}
+		for i, r := range p.snap.Rows {
+			if !r.State.Final() {
+				p.snap.Rows[i] = r.Apply(PanelEvent{State: end})
+			}
+		}
+		if p.timer != nil {
+			p.timer.Stop()
+			p.timer = nil
+		}
+		if p.live {
+			p.html.SetValue(p.snap.HTML())
+			if p.stop != nil {
+				_ = p.box.SetChildren(p.html)
+				p.stop.Close()
+			}
+		}
+		p.finished = true
+	}
+	if p.live {
+		return ""
+	}
+	return p.snap.Text()
+}
