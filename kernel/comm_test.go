@@ -105,3 +105,46 @@ func TestKernelOpenedComm(t *testing.T) {
 		t.Error("PublishFor with no parent id: no error")
 	}
 }
+
+// urgentLog is a commLog whose comm_msg are urgent.
+type urgentLog struct{ commLog }
+
+func (*urgentLog) Urgent(*Comm) bool { return true }
+
+// TestUrgentCommWhileCellRuns: the comm_msg to an urgent comm reaches its handler while a
+// cell runs; one to an ordinary comm waits for the cell to end.
+func TestUrgentCommWhileCellRuns(t *testing.T) {
+	tk := startKernel(t)
+	c := tk.c
+	urgent, plain := &urgentLog{}, &commLog{}
+	uc, err := tk.k.OpenComm("jupyter.widget", nil, urgent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pc, err := tk.k.OpenComm("jupyter.widget", nil, plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cell := c.send(c.shell, "execute_request", map[string]any{"code": "wait:3000", "silent": false})
+	nextIOPub(c, "execute_input")
+	c.send(c.shell, "comm_msg", map[string]any{"comm_id": pc.ID, "data": map[string]any{"method": "plain"}})
+	c.send(c.shell, "comm_msg", map[string]any{"comm_id": uc.ID, "data": map[string]any{"method": "stop"}})
+	deadline := time.Now().Add(2 * time.Second)
+	for urgent.String() == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := urgent.String(); got != "msg map[method:stop]" {
+		t.Errorf("urgent comm got %q while the cell runs, want msg map[method:stop]", got)
+	}
+	if got := plain.String(); got != "" {
+		t.Errorf("ordinary comm got %q while the cell runs, want nothing yet", got)
+	}
+	c.iopubUntilIdle(cell)
+	deadline = time.Now().Add(5 * time.Second)
+	for plain.String() == "" && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := plain.String(); got != "msg map[method:plain]" {
+		t.Errorf("ordinary comm got %q after the cell, want msg map[method:plain]", got)
+	}
+}

@@ -12,7 +12,7 @@ func TestKernelWidgets(t *testing.T) {
 
 // TestKernelPanel runs the cluster panel's protocol tests through jupyter_client with a
 // validated widget front end: a %%distributed --workers 2 cell's panel shows both workers
-// running then exited, and its Stop button, clicked while a long Fit runs, stops the job
+// running then exited, cluster.Launch in a cell shows the same panel, and its Stop button, clicked while a long Fit runs, stops the job
 // promptly and the panel says stopped.
 func TestKernelPanel(t *testing.T) {
 	kernelRunScript(t, "testdata/panel.py")

@@ -1,7 +1,7 @@
 """The live cluster panel through jupyter_client, with the kernel spoken to as Debian's
 Notebook 6 widget front end: a %%distributed cell opens the panel's comms (an HTML table
-and a Stop button in a VBox), its updates show both workers running and then exited; the
-Stop button, clicked while a long %%distributed Fit runs, stops the job promptly and the
+and a Stop button in a VBox), its updates show both workers running and then exited;
+cluster.Launch called in a cell shows the same panel; the Stop button, clicked while a long %%distributed Fit runs, stops the job promptly and the
 panel says stopped."""
 import re
 import time
@@ -42,6 +42,24 @@ strategy.Scope(func() {
 })
 fmt.Println("training")
 model.Fit(ds, keras.Epochs(100000), keras.Verbose(2))
+'''
+
+LAUNCH = '''import (
+    "context"
+    "fmt"
+    "os"
+    "strings"
+    "path/filepath"
+    "godist/distlib/cluster"
+)
+dir, _ := os.MkdirTemp("", "godist-panel-")
+file := filepath.Join(dir, "task.go")
+os.WriteFile(file, []byte("import \\"fmt\\"\\nfmt.Println(\\"hi from the task\\")\\n"), 0o644)
+bin, _ := os.Executable()
+var out strings.Builder
+err := cluster.Launch(context.Background(), cluster.LaunchSpec{Workers: 2, Program: bin, Args: []string{"worker-cell", file}, Output: &out})
+os.RemoveAll(dir)
+fmt.Println("launch:", err)
 '''
 
 
@@ -104,6 +122,20 @@ class PanelTests(KernelCase):
         self.assertIn('<div class="godist-cluster-status"><b>%%distributed --workers 2</b>: done</div>', last)
         self.assertIn(button_id, closed, "the Stop button stays after the job ended")
         self.assertLess(values.index(running[0]), len(values) - 1)
+
+    def test_launch_from_a_cell(self):
+        self.validate_version()
+        msg_id = self.kc.execute(LAUNCH)
+        values, button_id, closed, idle = self.panel_messages(msg_id, lambda v, b: False)
+        reply = self.reply_to(msg_id)
+        self.assertEqual(reply["content"]["status"], "ok", reply["content"])
+        self.assertTrue(values, "cluster.Launch in a cell opened no panel")
+        last = values[-1]
+        self.assertIn('<b>cluster.Launch: 2 workers</b>: done</div>', last)
+        for task in ("worker 0", "worker 1"):
+            self.assertRegex(last, row(task, "exited"))
+        self.assertIn("<code>hi from the task</code>", last)
+        self.assertIn(button_id, closed)
 
     def test_stop_button(self):
         self.validate_version()
