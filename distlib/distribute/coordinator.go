@@ -60,7 +60,8 @@ type ClusterCoordinator struct {
 	retries   atomic.Int64
 	bytesSent atomic.Int64
 
-	panel *widgets.Panel // the live cluster panel (nil without the widget front end)
+	panel     *widgets.Panel // the live cluster panel (nil without the widget front end)
+	showPanel bool           // a panel at all (not for a library loop's own coordinator)
 }
 
 type closure struct {
@@ -87,6 +88,11 @@ type ctxWatch struct {
 // NewClusterCoordinator starts the coordinator of s, with one executor per worker task,
 // each with its own connections to the parameter servers.
 func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
+	return newClusterCoordinator(s, true)
+}
+
+// newClusterCoordinator is NewClusterCoordinator, with the cluster panel when panel is set.
+func newClusterCoordinator(s *ParameterServerStrategy, panel bool) *ClusterCoordinator {
 	if s == nil {
 		panic(fmt.Errorf("%w: NewClusterCoordinator needs a ParameterServerStrategy", ErrCluster))
 	}
@@ -120,7 +126,10 @@ func NewClusterCoordinator(s *ParameterServerStrategy) *ClusterCoordinator {
 	}
 	c.wg.Add(1)
 	go c.watch()
-	c.startPanel()
+	if panel {
+		c.startPanel()
+	}
+	c.showPanel = panel
 	return c
 }
 

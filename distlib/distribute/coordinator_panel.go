@@ -76,6 +76,9 @@ func (c *ClusterCoordinator) refreshPanel(p *widgets.Panel) {
 // finishPanel ends the panel at Close: the live one's last state, or the text panel in
 // a notebook without widgets.
 func (c *ClusterCoordinator) finishPanel() {
+	if !c.showPanel {
+		return
+	}
 	p := c.panel
 	if p == nil {
 		if !display.InNotebook() {

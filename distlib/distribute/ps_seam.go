@@ -170,7 +170,9 @@ func (s *ParameterServerStrategy) ExtendedApplyGradientsOnPS(ctx context.Context
 
 var _ Coordinated = (*ParameterServerStrategy)(nil)
 
-// NewCoordinator returns NewClusterCoordinator(s).
+// NewCoordinator returns a coordinator of s for a library's own loop (keras Fit): one
+// that NewClusterCoordinator(s) would give, without the cluster panel (the loop shows its
+// own progress; a panel, and its text table at Close, would only repeat it).
 func (s *ParameterServerStrategy) NewCoordinator() *ClusterCoordinator {
-	return NewClusterCoordinator(s)
+	return newClusterCoordinator(s, false)
 }
