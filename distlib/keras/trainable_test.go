@@ -2,6 +2,7 @@ package keras
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	"godist/distlib/distribute"
@@ -147,5 +148,76 @@ func TestLayerTrainable(t *testing.T) {
 		if tl.Trainable() || layers.LayerTrainable(l) {
 			t.Errorf("%s: trainable after SetTrainable(false)", l.Class())
 		}
+	}
+}
+
+// countingOps is a ReductionToOneDevice that counts the values it all-reduces (the first
+// replica's tensors, summed over the calls).
+type countingOps struct {
+	*distribute.ReductionToOneDevice
+	mu     sync.Mutex
+	values int
+}
+
+func (c *countingOps) BatchAllReduce(op distribute.ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
+	c.mu.Lock()
+	for _, t := range perReplica[0] {
+		c.values += t.Size()
+	}
+	c.mu.Unlock()
+	return c.ReductionToOneDevice.BatchAllReduce(op, perReplica, devices)
+}
+
+func (c *countingOps) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.values
+	c.values = 0
+	return n
+}
+
+// TestFrozenNotAllReduced: under MirroredStrategy a Fit step all-reduces the gradients of
+// the trainable weights only; freezing a layer takes exactly its parameters out of the
+// values the cross-device ops reduce.
+func TestFrozenNotAllReduced(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	x, y := blobs(64, 5)
+	ops := &countingOps{ReductionToOneDevice: distribute.NewReductionToOneDevice()}
+	s := distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1"), distribute.WithCrossDeviceOps(ops))
+	SetRandomSeed(4)
+	var m *Model
+	var base, head *layers.DenseLayer
+	s.Scope(func() {
+		base = layers.Dense(8, layers.Tanh, layers.InputShape(2)) // 2*8+8 = 24 values
+		head = layers.Dense(2)                                    // 8*2+2 = 18 values
+		m = Sequential(base, head)
+		m.Compile(SGD(0.1), SparseCategoricalCrossentropy(true))
+	})
+	quiet(m)
+	const steps = 4 // 64 examples in batches of 16
+	fit := func() int {
+		ops.take()
+		m.Fit(x, y, BatchSize(16), Epochs(1), Verbose(0))
+		return ops.take()
+	}
+	all := fit()
+	for _, tc := range []struct {
+		name   string
+		change func()
+		less   int // values per step not all-reduced, against all weights trainable
+	}{
+		{"base frozen", func() { base.SetTrainable(false) }, 24},
+		{"head frozen", func() { base.SetTrainable(true); head.SetTrainable(false) }, 18},
+		{"all trainable again", func() { head.SetTrainable(true) }, 0},
+	} {
+		tc.change()
+		if got := fit(); all-got != steps*tc.less {
+			t.Errorf("%s: a Fit all-reduced %d values, %d with every weight trainable: want %d fewer (%d per step)",
+				tc.name, got, all, steps*tc.less, tc.less)
+		}
+	}
+	if all < steps*(24+18) {
+		t.Errorf("a Fit with every weight trainable all-reduced %d values, want at least %d (the gradients)", all, steps*(24+18))
 	}
 }
