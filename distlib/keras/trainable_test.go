@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -220,4 +221,64 @@ func TestFrozenNotAllReduced(t *testing.T) {
 	if all < steps*(24+18) {
 		t.Errorf("a Fit with every weight trainable all-reduced %d values, want at least %d (the gradients)", all, steps*(24+18))
 	}
+}
+
+// TestLayerInTwoModels: a layer built by one model cannot serve a second one (whose
+// weights would silently start anew, where Keras would share them): Sequential and the
+// functional API report it, naming the layer and the model holding its weights, while the
+// first model and new layers with copied weights work.
+func TestLayerInTwoModels(t *testing.T) {
+	leakcheck.Check(t)
+	SetRandomSeed(4)
+	conv := layers.Dense(3, layers.Tanh, layers.InputShape(2), layers.Name("shared_base"))
+	trained := Sequential(conv, layers.Dense(2))
+	lazy := layers.Dense(3) // no input shape: its model builds at the first batch
+	lazyModel := Sequential(lazy)
+	lazyModel.Call(tensor.Zeros(1, 2), false)
+	for _, tc := range []struct {
+		name  string
+		build func()
+		want  string
+	}{
+		{"Sequential", func() { Sequential(conv, layers.Dense(2)) }, "layer 0 (shared_base) already belongs to model " + trained.Name()},
+		{"functional", func() {
+			in := Input(2)
+			NewModel(in, layers.Dense(2).Call(conv.Call(in)))
+		}, "layer 1 (shared_base) already belongs to model " + trained.Name()},
+		{"built at the first batch", func() {
+			m := Sequential(lazy, layers.Dense(2))
+			m.Call(tensor.Zeros(1, 2), false)
+		}, "layer 0 (" + lazy.Name() + ") already belongs to model " + lazyModel.Name()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := catchPanic(tc.build)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "SetWeights") {
+				t.Fatalf("got %v, want an error containing %q and saying to copy the weights with SetWeights", err, tc.want)
+			}
+		})
+	}
+	// The owner still builds and runs; new layers with the copied weights compute the same.
+	copied := Sequential(layers.Dense(3, layers.Tanh, layers.InputShape(2)), layers.Dense(2))
+	if err := copied.SetWeights(trained.GetWeights()); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := blobs(4, 1)
+	if d := maxAbsDiff(copied.Call(x, false).Data(), trained.Call(x, false).Data()); d != 0 {
+		t.Errorf("a model of new layers with the copied weights differs by %g", d)
+	}
+}
+
+// catchPanic runs f and returns what it panicked with as an error (nil if it returned).
+func catchPanic(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("%v", r)
+			}
+		}
+	}()
+	f()
+	return nil
 }
