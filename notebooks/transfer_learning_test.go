@@ -21,7 +21,9 @@ func TestTransferLearning(t *testing.T) {
 // Fashion-MNIST; the frozen weights keep their checksum while the head's changes, Summary
 // counts them as non-trainable, and the accuracies are in sane bands.
 func checkTransferLearning(t *testing.T, nb *notebook) {
-	wantNoErrors(t, nb)
+	reuse := findCell(t, nb, "append(pretrained.Layers()[:4]")
+	wantNoErrors(t, nb, reuse)
+	wantError(t, nb, reuse, `layer 0 \(conv2d\S*\) already belongs to model sequential\S*, which holds its weights.*SetWeights`)
 	wantOutput(t, nb, findCell(t, nb, `ListPhysicalDevices("GPU")`),
 		`(?s)(no GPU: MirroredStrategy trains one replica per logical CPU|\d+ GPUs: MirroredStrategy trains one replica per GPU).*\nNumber of devices: 2\n$`)
 	wantOutput(t, nb, findCell(t, nb, "fashionTrainDs :="),
