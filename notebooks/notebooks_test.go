@@ -39,6 +39,7 @@ var notebookChecks = []struct {
 	{"06-parameter-server.ipynb", 3 * time.Minute, checkParameterServer},
 	{"09-practical-pipeline.ipynb", 3 * time.Minute, checkPracticalPipeline},
 	{"03-one-node.ipynb", 3 * time.Minute, checkOneNode},
+	{transferLearningNotebook, 3 * time.Minute, checkTransferLearning},
 }
 
 const defaultCellTimeout = 5 * time.Minute

@@ -167,6 +167,9 @@ func (m *Model) build(in []int) error {
 	if len(m.layers) == 0 {
 		return fmt.Errorf("%w: model %s has no layers", ErrInvalidArgument, m.name)
 	}
+	if err := m.checkLayerOwners(); err != nil {
+		return err
+	}
 	var params []paramInfo
 	var inits []*tensor.Tensor
 	ranges := make([][2]int, len(m.layers))
@@ -203,7 +206,11 @@ func (m *Model) build(in []int) error {
 		if err != nil {
 			return fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
 		}
-		return m.buildMesh(in, shapes, ranges, params, inits)
+		if err := m.buildMesh(in, shapes, ranges, params, inits); err != nil {
+			return err
+		}
+		m.ownLayers()
+		return nil
 	}
 	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
 	// copy, every worker starting from the chief's values. Frozen ones stay watched by
@@ -244,6 +251,31 @@ func (m *Model) build(in []int) error {
 	}
 	m.inputShape, m.outShapes, m.paramRange, m.params, m.devices, m.vars = append([]int(nil), in...), shapes, ranges, params, devs, vars
 	m.built = true
+	m.ownLayers()
+	return nil
+}
+
+// ownLayers records m as the owner of its layers' weights (see checkLayerOwners).
+func (m *Model) ownLayers() {
+	for _, l := range m.layers {
+		layers.SetOwner(l, m, m.name)
+	}
+}
+
+// checkLayerOwners returns an error naming the first of m's layers that another model
+// built (layers.Owner): a Go model holds the weights of its layers, so reusing a layer in
+// a second model (Keras' way of sharing a pretrained base) would silently start it from
+// new weights.
+func (m *Model) checkLayerOwners() error {
+	for i, l := range m.layers {
+		if id, owner := layers.Owner(l); id != nil && id != m {
+			return fmt.Errorf("%w: model %s: layer %d (%s) already belongs to model %s, which holds its weights; a Go model "+
+				"does not share a layer's weights with another model as Keras does, so the layer would start here from new "+
+				"weights: make new layers for this model (a func that returns them) and copy the trained weights from model %s: "+
+				"weights := newModel.GetWeights(); copy(weights, trained.GetWeights()[:n]); newModel.SetWeights(weights)",
+				ErrInvalidArgument, m.name, i, l.Name(), owner, owner)
+		}
+	}
 	return nil
 }
 

@@ -1,7 +1,9 @@
 package keras
 
 import (
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"godist/distlib/distribute"
@@ -148,4 +150,135 @@ func TestLayerTrainable(t *testing.T) {
 			t.Errorf("%s: trainable after SetTrainable(false)", l.Class())
 		}
 	}
+}
+
+// countingOps is a ReductionToOneDevice that counts the values it all-reduces (the first
+// replica's tensors, summed over the calls).
+type countingOps struct {
+	*distribute.ReductionToOneDevice
+	mu     sync.Mutex
+	values int
+}
+
+func (c *countingOps) BatchAllReduce(op distribute.ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
+	c.mu.Lock()
+	for _, t := range perReplica[0] {
+		c.values += t.Size()
+	}
+	c.mu.Unlock()
+	return c.ReductionToOneDevice.BatchAllReduce(op, perReplica, devices)
+}
+
+func (c *countingOps) take() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.values
+	c.values = 0
+	return n
+}
+
+// TestFrozenNotAllReduced: under MirroredStrategy a Fit step all-reduces the gradients of
+// the trainable weights only; freezing a layer takes exactly its parameters out of the
+// values the cross-device ops reduce.
+func TestFrozenNotAllReduced(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	x, y := blobs(64, 5)
+	ops := &countingOps{ReductionToOneDevice: distribute.NewReductionToOneDevice()}
+	s := distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1"), distribute.WithCrossDeviceOps(ops))
+	SetRandomSeed(4)
+	var m *Model
+	var base, head *layers.DenseLayer
+	s.Scope(func() {
+		base = layers.Dense(8, layers.Tanh, layers.InputShape(2)) // 2*8+8 = 24 values
+		head = layers.Dense(2)                                    // 8*2+2 = 18 values
+		m = Sequential(base, head)
+		m.Compile(SGD(0.1), SparseCategoricalCrossentropy(true))
+	})
+	quiet(m)
+	const steps = 4 // 64 examples in batches of 16
+	fit := func() int {
+		ops.take()
+		m.Fit(x, y, BatchSize(16), Epochs(1), Verbose(0))
+		return ops.take()
+	}
+	all := fit()
+	for _, tc := range []struct {
+		name   string
+		change func()
+		less   int // values per step not all-reduced, against all weights trainable
+	}{
+		{"base frozen", func() { base.SetTrainable(false) }, 24},
+		{"head frozen", func() { base.SetTrainable(true); head.SetTrainable(false) }, 18},
+		{"all trainable again", func() { head.SetTrainable(true) }, 0},
+	} {
+		tc.change()
+		if got := fit(); all-got != steps*tc.less {
+			t.Errorf("%s: a Fit all-reduced %d values, %d with every weight trainable: want %d fewer (%d per step)",
+				tc.name, got, all, steps*tc.less, tc.less)
+		}
+	}
+	if all < steps*(24+18) {
+		t.Errorf("a Fit with every weight trainable all-reduced %d values, want at least %d (the gradients)", all, steps*(24+18))
+	}
+}
+
+// TestLayerInTwoModels: a layer built by one model cannot serve a second one (whose
+// weights would silently start anew, where Keras would share them): Sequential and the
+// functional API report it, naming the layer and the model holding its weights, while the
+// first model and new layers with copied weights work.
+func TestLayerInTwoModels(t *testing.T) {
+	leakcheck.Check(t)
+	SetRandomSeed(4)
+	conv := layers.Dense(3, layers.Tanh, layers.InputShape(2), layers.Name("shared_base"))
+	trained := Sequential(conv, layers.Dense(2))
+	lazy := layers.Dense(3) // no input shape: its model builds at the first batch
+	lazyModel := Sequential(lazy)
+	lazyModel.Call(tensor.Zeros(1, 2), false)
+	for _, tc := range []struct {
+		name  string
+		build func()
+		want  string
+	}{
+		{"Sequential", func() { Sequential(conv, layers.Dense(2)) }, "layer 0 (shared_base) already belongs to model " + trained.Name()},
+		{"functional", func() {
+			in := Input(2)
+			NewModel(in, layers.Dense(2).Call(conv.Call(in)))
+		}, "layer 1 (shared_base) already belongs to model " + trained.Name()},
+		{"built at the first batch", func() {
+			m := Sequential(lazy, layers.Dense(2))
+			m.Call(tensor.Zeros(1, 2), false)
+		}, "layer 0 (" + lazy.Name() + ") already belongs to model " + lazyModel.Name()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := catchPanic(tc.build)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "SetWeights") {
+				t.Fatalf("got %v, want an error containing %q and saying to copy the weights with SetWeights", err, tc.want)
+			}
+		})
+	}
+	// The owner still builds and runs; new layers with the copied weights compute the same.
+	copied := Sequential(layers.Dense(3, layers.Tanh, layers.InputShape(2)), layers.Dense(2))
+	if err := copied.SetWeights(trained.GetWeights()); err != nil {
+		t.Fatal(err)
+	}
+	x, _ := blobs(4, 1)
+	if d := maxAbsDiff(copied.Call(x, false).Data(), trained.Call(x, false).Data()); d != 0 {
+		t.Errorf("a model of new layers with the copied weights differs by %g", d)
+	}
+}
+
+// catchPanic runs f and returns what it panicked with as an error (nil if it returned).
+func catchPanic(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			if e, ok := r.(error); ok {
+				err = e
+			} else {
+				err = fmt.Errorf("%v", r)
+			}
+		}
+	}()
+	f()
+	return nil
 }

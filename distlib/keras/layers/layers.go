@@ -263,6 +263,41 @@ type base struct {
 	name, class string
 	inputShape  []int
 	frozen      *atomic.Bool
+	owner       *atomic.Pointer[layerOwner] // the model holding the weights (ClaimOwner)
+}
+
+// layerOwner is the model that built a layer and holds its weights.
+type layerOwner struct {
+	id   any
+	name string
+}
+
+// owned is a layer that records its owner: every layer of this package.
+type owned interface {
+	ownerRef() *atomic.Pointer[layerOwner]
+}
+
+func (b *base) ownerRef() *atomic.Pointer[layerOwner] { return b.owner }
+
+// Owner returns the model that holds l's weights (the id and name given to SetOwner), or
+// nil and "" when no model built l yet. A Go model owns the weights of its layers, so a
+// layer cannot serve two models (in Keras the models would share its weights): a model
+// checks Owner before it builds. Layers from outside this package are not tracked.
+func Owner(l Layer) (id any, name string) {
+	if o, ok := l.(owned); ok && o.ownerRef() != nil {
+		if cur := o.ownerRef().Load(); cur != nil {
+			return cur.id, cur.name
+		}
+	}
+	return nil, ""
+}
+
+// SetOwner records that the model id, named name, built l and holds its weights (see
+// Owner).
+func SetOwner(l Layer, id any, name string) {
+	if o, ok := l.(owned); ok && o.ownerRef() != nil {
+		o.ownerRef().Store(&layerOwner{id: id, name: name})
+	}
 }
 
 func newBase(class, snake string, o *options) base {
@@ -270,7 +305,7 @@ func newBase(class, snake string, o *options) base {
 	if name == "" {
 		name = uniqueName(snake)
 	}
-	return base{name: name, class: class, inputShape: o.inputShape, frozen: new(atomic.Bool)}
+	return base{name: name, class: class, inputShape: o.inputShape, frozen: new(atomic.Bool), owner: new(atomic.Pointer[layerOwner])}
 }
 
 // Trainable reports whether the layer's weights train (see TrainableLayer).
