@@ -75,6 +75,11 @@ var (
 // Sequential returns a model applying ls in order. The input shape comes from a leading
 // layers.Input, a layers.InputShape option of the first layer, or the first batch the
 // model sees. It panics when a layer is nil, appears twice, or two layers share a name.
+//
+// The model holds the weights of its layers: a layer serves one model. Where Keras code
+// reuses trained layers in a new model (sharing their weights), make new layers and copy
+// the values with GetWeights and SetWeights; building a model with a layer another model
+// built panics with an error saying so (see layers.Owner).
 func Sequential(ls ...layers.Layer) *Model {
 	seen := map[string]bool{}
 	var seenLayers []layers.Layer
