@@ -136,7 +136,10 @@ func open(path string, named bool) (uintptr, string) {
 }
 
 func shortDlerror(err error) string {
-	s := err.Error()
+	s := strings.TrimSpace(err.Error())
+	if s == "" {
+		return "not found"
+	}
 	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s[i:], "No such file") {
 		return "not found"
 	}
