@@ -17,8 +17,15 @@ import (
 // distlib's tests and CPU-only programs never touch NVIDIA libraries. A Go program using
 // distlib outside the kernel imports it for effect: import _ "godist/gpu".
 func init() {
-	device.RegisterProvider("cuda", probe)
+	device.RegisterProvider(provider{})
 }
+
+// provider is the CUDA backend's device.Provider.
+type provider struct{}
+
+func (provider) Name() string          { return "cuda" }
+func (provider) Probe() device.Backend { return probe() }
+func (provider) Status() string        { return Status() }
 
 type state struct {
 	once    sync.Once

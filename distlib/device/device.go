@@ -21,7 +21,7 @@
 // package to its start state for tests and notebooks that want to reconfigure.
 //
 // GPUs. A GPU backend (package gpu) calls RegisterProvider from its init; the device layer
-// calls the provider's probe the first time physical devices are consulted (after each
+// calls the provider's Probe the first time physical devices are consulted (after each
 // Reset), and the GPUs it found are registered like Register does. A program without the
 // backend imported, or a machine without a GPU, has only CPUs.
 package device
@@ -218,24 +218,44 @@ func (r *registry) registerLocked(b Backend, typ string) error {
 	return nil
 }
 
-type provider struct {
-	name  string
-	probe func() Backend
+// Provider is a backend that may or may not find devices on a machine, such as package
+// gpu's CUDA backend.
+type Provider interface {
+	// Name names the provider, such as "cuda".
+	Name() string
+	// Probe looks for devices once; it returns nil when there are none.
+	Probe() Backend
+	// Status says in one line what the provider found, or what it looked for.
+	Status() string
 }
 
 var (
 	providersMu sync.Mutex
-	providers   []provider
+	providers   []Provider
 )
 
-// RegisterProvider registers a backend's probe, which stays registered across Reset. The
-// device layer calls probe at most once after each Reset, the first time physical devices
-// are consulted (listing, configuring, initializing, placing), with its own lock held: probe
-// must not call this package. A nil Backend, or one with no devices, registers nothing.
-func RegisterProvider(name string, probe func() Backend) {
+// RegisterProvider registers a backend provider, which stays registered across Reset. The
+// device layer calls its Probe at most once after each Reset, the first time physical
+// devices are consulted (listing, configuring, initializing, placing), with its own lock
+// held: Probe must not call this package. A nil Backend, or one with no devices, registers
+// nothing.
+func RegisterProvider(p Provider) {
 	providersMu.Lock()
-	providers = append(providers, provider{name, probe})
+	providers = append(providers, p)
 	providersMu.Unlock()
+}
+
+// ProviderStatus returns each registered provider's status line ("gpu: no GPU: ...",
+// "gpu: 2 GPU(s): ..."), in registration order; it is empty when no backend is built in.
+func ProviderStatus() []string {
+	providersMu.Lock()
+	ps := append([]Provider(nil), providers...)
+	providersMu.Unlock()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Status()
+	}
+	return out
 }
 
 // probeLocked asks the providers for their backends once.
@@ -245,15 +265,15 @@ func (r *registry) probeLocked() {
 	}
 	r.probed = true
 	providersMu.Lock()
-	ps := append([]provider(nil), providers...)
+	ps := append([]Provider(nil), providers...)
 	providersMu.Unlock()
 	for _, p := range ps {
-		b := p.probe()
+		b := p.Probe()
 		if b == nil || b.NumDevices() == 0 {
 			continue
 		}
 		if err := r.registerLocked(b, strings.ToUpper(b.DeviceType())); err != nil {
-			fmt.Fprintf(logWriter(), "device: backend provider %s: %v\n", p.name, err)
+			fmt.Fprintf(logWriter(), "device: backend provider %s: %v\n", p.Name(), err)
 		}
 	}
 }

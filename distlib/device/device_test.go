@@ -273,8 +273,11 @@ func TestProviderAndPlacementOf(t *testing.T) {
 	saved := providers
 	defer func() { providers = saved }()
 	probes := 0
-	RegisterProvider("fake", func() Backend { probes++; return fakeGPU{n: 2} })
-	RegisterProvider("empty", func() Backend { return nil })
+	RegisterProvider(fakeProvider{"fake", func() Backend { probes++; return fakeGPU{n: 2} }})
+	RegisterProvider(fakeProvider{"empty", func() Backend { return nil }})
+	if st := ProviderStatus(); len(st) != 2 || st[0] != "fake: status" || st[1] != "empty: status" {
+		t.Fatalf("ProviderStatus() = %q", st)
+	}
 	if probes != 0 {
 		t.Fatalf("probe ran at RegisterProvider")
 	}
@@ -320,3 +323,12 @@ func TestProviderAndPlacementOf(t *testing.T) {
 		t.Fatalf("after Reset: %d GPUs, %d probes; want the provider asked again", n, probes)
 	}
 }
+
+type fakeProvider struct {
+	name  string
+	probe func() Backend
+}
+
+func (f fakeProvider) Name() string   { return f.name }
+func (f fakeProvider) Probe() Backend { return f.probe() }
+func (f fakeProvider) Status() string { return f.name + ": status" }
