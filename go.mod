@@ -3,6 +3,7 @@ module godist
 go 1.26.0
 
 require (
+	github.com/ebitengine/purego v0.11.3
 	github.com/go-zeromq/zmq4 v0.17.0
 	github.com/traefik/yaegi v0.16.1
 	golang.org/x/image v0.47.0

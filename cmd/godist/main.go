@@ -12,6 +12,10 @@ import (
 	"fmt"
 	"os"
 	"sort"
+
+	// The CUDA backend: the kernel and its workers list GPUs when the machine has them. It
+	// loads nothing until devices are first listed or used.
+	_ "godist/gpu"
 )
 
 type subcommand struct {

@@ -20,8 +20,10 @@
 // the current one (so that re-running a notebook cell is harmless). Reset returns the
 // package to its start state for tests and notebooks that want to reconfigure.
 //
-// GPUs. The default build has no GPU. A GPU backend (package gpu, built with the cuda tag)
-// calls Register to add its physical devices and the kernels it provides.
+// GPUs. A GPU backend (package gpu) calls RegisterProvider from its init; the device layer
+// calls the provider's Probe the first time physical devices are consulted (after each
+// Reset), and the GPUs it found are registered like Register does. A program without the
+// backend imported, or a machine without a GPU, has only CPUs.
 package device
 
 import (
@@ -140,6 +142,7 @@ type registry struct {
 	initialized bool
 	logical     []LogicalDevice
 	backends    map[string]Backend // by device type
+	probed      bool               // the providers were asked since the last Reset
 	cpuThreads  int
 }
 
@@ -168,6 +171,7 @@ func Reset() {
 	reg.phys = newRegistry().phys
 	reg.backends = map[string]Backend{}
 	reg.initialized = false
+	reg.probed = false
 	reg.logical = nil
 	reg.mu.Unlock()
 	softPlacement.Store(true)
@@ -192,6 +196,12 @@ func Register(b Backend) error {
 	}
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	reg.probeLocked()
+	return reg.registerLocked(b, typ)
+}
+
+func (r *registry) registerLocked(b Backend, typ string) error {
+	reg := r
 	if reg.initialized {
 		return fmt.Errorf("register backend %q: %w; call device.Reset first", b.Name(), ErrInitialized)
 	}
@@ -208,6 +218,112 @@ func Register(b Backend) error {
 	return nil
 }
 
+// Provider is a backend that may or may not find devices on a machine, such as package
+// gpu's CUDA backend.
+type Provider interface {
+	// Name names the provider, such as "cuda".
+	Name() string
+	// Probe looks for devices once; it returns nil when there are none.
+	Probe() Backend
+	// Status says in one line what the provider found, or what it looked for.
+	Status() string
+}
+
+var (
+	providersMu sync.Mutex
+	providers   []Provider
+)
+
+// RegisterProvider registers a backend provider, which stays registered across Reset. The
+// device layer calls its Probe at most once after each Reset, the first time physical
+// devices are consulted (listing, configuring, initializing, placing), with its own lock
+// held: Probe must not call this package. A nil Backend, or one with no devices, registers
+// nothing.
+func RegisterProvider(p Provider) {
+	providersMu.Lock()
+	providers = append(providers, p)
+	providersMu.Unlock()
+}
+
+// ProviderStatus returns each registered provider's status line ("gpu: no GPU: ...",
+// "gpu: 2 GPU(s): ..."), in registration order; it is empty when no backend is built in.
+func ProviderStatus() []string {
+	providersMu.Lock()
+	ps := append([]Provider(nil), providers...)
+	providersMu.Unlock()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.Status()
+	}
+	return out
+}
+
+// probeLocked asks the providers for their backends once.
+func (r *registry) probeLocked() {
+	if r.probed {
+		return
+	}
+	r.probed = true
+	providersMu.Lock()
+	ps := append([]Provider(nil), providers...)
+	providersMu.Unlock()
+	for _, p := range ps {
+		b := p.Probe()
+		if b == nil || b.NumDevices() == 0 {
+			continue
+		}
+		if err := r.registerLocked(b, strings.ToUpper(b.DeviceType())); err != nil {
+			fmt.Fprintf(logWriter(), "device: backend provider %s: %v\n", p.Name(), err)
+		}
+	}
+}
+
+// LogicalPlacement says where a logical device lives and how it is configured.
+type LogicalPlacement struct {
+	Logical      string         // the canonical logical name
+	Physical     PhysicalDevice // the physical device it is carved from
+	Backend      Backend        // nil for CPUs
+	Ordinal      int            // the physical device's ordinal among its type
+	Index        int            // its index among the physical device's logical devices
+	Count        int            // how many logical devices the physical device has
+	MemoryLimit  int            // MiB; 0 when none was configured
+	MemoryGrowth bool
+}
+
+// PlacementOf returns the LogicalPlacement of a logical device ("/GPU:1", a full name, ...),
+// initializing the devices. A backend uses it to find a logical GPU's memory limit.
+func PlacementOf(spec string) (LogicalPlacement, error) {
+	typ, idx, err := Canonical(spec)
+	if err != nil {
+		return LogicalPlacement{}, err
+	}
+	if idx < 0 {
+		typ, idx = CPU, 0
+	}
+	name := fmt.Sprintf("%s%s:%d", LocalPrefix, typ, idx)
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	reg.initLocked()
+	for _, p := range reg.phys {
+		for i, l := range p.logicalOf {
+			if l != name {
+				continue
+			}
+			pl := LogicalPlacement{Logical: name, Physical: p.dev, Backend: p.backend, Ordinal: p.ordinal, Index: i,
+				Count: len(p.logicalOf), MemoryGrowth: p.growth}
+			if i < len(p.logical) {
+				pl.MemoryLimit = p.logical[i].MemoryLimit
+			}
+			return pl, nil
+		}
+	}
+	avail := make([]string, len(reg.logical))
+	for i, d := range reg.logical {
+		avail[i] = d.Name
+	}
+	return LogicalPlacement{}, &DeviceError{Spec: spec, Available: avail, Reason: "no such logical device"}
+}
+
 // BackendFor returns the backend of a logical device's type and its ordinal among that
 // type's physical devices, or nil for CPU devices.
 func BackendFor(logicalName string) (Backend, int) {
@@ -217,6 +333,7 @@ func BackendFor(logicalName string) (Backend, int) {
 	}
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	reg.probeLocked()
 	b := reg.backends[typ]
 	if b == nil {
 		return nil, 0
@@ -245,6 +362,7 @@ func ListPhysicalDevices(kind string) []PhysicalDevice {
 	kind = strings.ToUpper(kind)
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	reg.probeLocked()
 	var out []PhysicalDevice
 	for _, p := range reg.phys {
 		if kind == "" || p.dev.DeviceType == kind {
@@ -255,6 +373,7 @@ func ListPhysicalDevices(kind string) []PhysicalDevice {
 }
 
 func (r *registry) find(pd PhysicalDevice) (*physical, error) {
+	r.probeLocked()
 	for _, p := range r.phys {
 		if p.dev.Name == pd.Name {
 			return p, nil
@@ -384,6 +503,7 @@ func GetVisibleDevices(kind string) []PhysicalDevice {
 	kind = strings.ToUpper(kind)
 	reg.mu.Lock()
 	defer reg.mu.Unlock()
+	reg.probeLocked()
 	var out []PhysicalDevice
 	for _, p := range reg.phys {
 		if p.visible && (kind == "" || p.dev.DeviceType == kind) {
@@ -433,6 +553,7 @@ func (r *registry) initLocked() {
 	if r.initialized {
 		return
 	}
+	r.probeLocked()
 	r.initialized = true
 	r.logical = nil
 	count := map[string]int{}

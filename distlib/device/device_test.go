@@ -266,3 +266,69 @@ func ExampleListLogicalDevices() {
 	// /job:localhost/replica:0/task:0/device:CPU:0
 	// /job:localhost/replica:0/task:0/device:CPU:1
 }
+
+func TestProviderAndPlacementOf(t *testing.T) {
+	Reset()
+	defer Reset()
+	saved := providers
+	defer func() { providers = saved }()
+	probes := 0
+	RegisterProvider(fakeProvider{"fake", func() Backend { probes++; return fakeGPU{n: 2} }})
+	RegisterProvider(fakeProvider{"empty", func() Backend { return nil }})
+	if st := ProviderStatus(); len(st) != 2 || st[0] != "fake: status" || st[1] != "empty: status" {
+		t.Fatalf("ProviderStatus() = %q", st)
+	}
+	if probes != 0 {
+		t.Fatalf("probe ran at RegisterProvider")
+	}
+	gpus := ListPhysicalDevices("GPU")
+	if len(gpus) != 2 || probes != 1 {
+		t.Fatalf("GPUs = %v after %d probes; want 2 GPUs from one probe", gpus, probes)
+	}
+	if err := SetLogicalDeviceConfiguration(gpus[0], []LogicalDeviceConfiguration{{MemoryLimit: 512}, {MemoryLimit: 256}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := SetMemoryGrowth(gpus[1], true); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		spec                           string
+		ordinal, index, count, limitMB int
+		growth                         bool
+		wantErr                        bool
+	}{
+		{spec: "/GPU:0", ordinal: 0, index: 0, count: 2, limitMB: 512},
+		{spec: "/device:GPU:1", ordinal: 0, index: 1, count: 2, limitMB: 256},
+		{spec: LocalPrefix + "GPU:2", ordinal: 1, index: 0, count: 1, growth: true},
+		{spec: "/CPU:0", count: 1},
+		{spec: "/GPU:3", wantErr: true},
+		{spec: "/TPU:x", wantErr: true},
+	}
+	for _, tc := range tests {
+		pl, err := PlacementOf(tc.spec)
+		if tc.wantErr {
+			if err == nil {
+				t.Errorf("PlacementOf(%q) = %+v, want an error", tc.spec, pl)
+			}
+			continue
+		}
+		if err != nil || pl.Ordinal != tc.ordinal || pl.Index != tc.index || pl.Count != tc.count ||
+			pl.MemoryLimit != tc.limitMB || pl.MemoryGrowth != tc.growth {
+			t.Errorf("PlacementOf(%q) = %+v, %v; want ordinal %d index %d of %d, limit %d, growth %v",
+				tc.spec, pl, err, tc.ordinal, tc.index, tc.count, tc.limitMB, tc.growth)
+		}
+	}
+	Reset()
+	if n := len(ListPhysicalDevices("GPU")); n != 2 || probes != 2 {
+		t.Fatalf("after Reset: %d GPUs, %d probes; want the provider asked again", n, probes)
+	}
+}
+
+type fakeProvider struct {
+	name  string
+	probe func() Backend
+}
+
+func (f fakeProvider) Name() string   { return f.name }
+func (f fakeProvider) Probe() Backend { return f.probe() }
+func (f fakeProvider) Status() string { return f.name + ": status" }

@@ -41,7 +41,10 @@ func init() {
 		"MustResolve":                   reflect.ValueOf(device.MustResolve),
 		"PeakConcurrentOps":             reflect.ValueOf(device.PeakConcurrentOps),
 		"Placement":                     reflect.ValueOf(device.Placement),
+		"PlacementOf":                   reflect.ValueOf(device.PlacementOf),
+		"ProviderStatus":                reflect.ValueOf(device.ProviderStatus),
 		"Register":                      reflect.ValueOf(device.Register),
+		"RegisterProvider":              reflect.ValueOf(device.RegisterProvider),
 		"Reset":                         reflect.ValueOf(device.Reset),
 		"ResetForTesting":               reflect.ValueOf(device.ResetForTesting),
 		"Resolve":                       reflect.ValueOf(device.Resolve),
@@ -64,11 +67,14 @@ func init() {
 		"Kernels":                    reflect.ValueOf((*device.Kernels)(nil)),
 		"LogicalDevice":              reflect.ValueOf((*device.LogicalDevice)(nil)),
 		"LogicalDeviceConfiguration": reflect.ValueOf((*device.LogicalDeviceConfiguration)(nil)),
+		"LogicalPlacement":           reflect.ValueOf((*device.LogicalPlacement)(nil)),
 		"PhysicalDevice":             reflect.ValueOf((*device.PhysicalDevice)(nil)),
+		"Provider":                   reflect.ValueOf((*device.Provider)(nil)),
 
 		// interface wrapper definitions
-		"_Backend": reflect.ValueOf((*_godist_distlib_device_Backend)(nil)),
-		"_Kernels": reflect.ValueOf((*_godist_distlib_device_Kernels)(nil)),
+		"_Backend":  reflect.ValueOf((*_godist_distlib_device_Backend)(nil)),
+		"_Kernels":  reflect.ValueOf((*_godist_distlib_device_Kernels)(nil)),
+		"_Provider": reflect.ValueOf((*_godist_distlib_device_Provider)(nil)),
 	}
 }
 
@@ -102,4 +108,22 @@ type _godist_distlib_device_Kernels struct {
 
 func (W _godist_distlib_device_Kernels) Sgemm(ordinal int, transA bool, transB bool, m int, n int, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) error {
 	return W.WSgemm(ordinal, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// _godist_distlib_device_Provider is an interface wrapper for Provider type
+type _godist_distlib_device_Provider struct {
+	IValue  interface{}
+	WName   func() string
+	WProbe  func() device.Backend
+	WStatus func() string
+}
+
+func (W _godist_distlib_device_Provider) Name() string {
+	return W.WName()
+}
+func (W _godist_distlib_device_Provider) Probe() device.Backend {
+	return W.WProbe()
+}
+func (W _godist_distlib_device_Provider) Status() string {
+	return W.WStatus()
 }
