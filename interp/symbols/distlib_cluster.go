@@ -18,6 +18,7 @@ func init() {
 		"BindAllEnv":                 reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_BIND_ALL\"", token.STRING, 0)),
 		"BindAllFromEnv":             reflect.ValueOf(cluster.BindAllFromEnv),
 		"Chief":                      reflect.ValueOf(constant.MakeFromLiteral("\"chief\"", token.STRING, 0)),
+		"ErrStopped":                 reflect.ValueOf(&cluster.ErrStopped).Elem(),
 		"Evaluator":                  reflect.ValueOf(constant.MakeFromLiteral("\"evaluator\"", token.STRING, 0)),
 		"ExpandHostlist":             reflect.ValueOf(cluster.ExpandHostlist),
 		"ExpandTasksPerNode":         reflect.ValueOf(cluster.ExpandTasksPerNode),
@@ -28,6 +29,7 @@ func init() {
 		"NewSlurmClusterResolver":    reflect.ValueOf(cluster.NewSlurmClusterResolver),
 		"NewTFConfigClusterResolver": reflect.ValueOf(cluster.NewTFConfigClusterResolver),
 		"PS":                         reflect.ValueOf(constant.MakeFromLiteral("\"ps\"", token.STRING, 0)),
+		"PanelStatus":                reflect.ValueOf(cluster.PanelStatus),
 		"ParseJobCounts":             reflect.ValueOf(cluster.ParseJobCounts),
 		"ParseTFConfig":              reflect.ValueOf(cluster.ParseTFConfig),
 		"SecretFileEnv":              reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_CLUSTER_SECRET_FILE\"", token.STRING, 0)),
@@ -48,6 +50,7 @@ func init() {
 		"TFConfigClusterResolver": reflect.ValueOf((*cluster.TFConfigClusterResolver)(nil)),
 		"Task":                    reflect.ValueOf((*cluster.Task)(nil)),
 		"TaskError":               reflect.ValueOf((*cluster.TaskError)(nil)),
+		"TaskEvent":               reflect.ValueOf((*cluster.TaskEvent)(nil)),
 
 		// interface wrapper definitions
 		"_Resolver": reflect.ValueOf((*_godist_distlib_cluster_Resolver)(nil)),

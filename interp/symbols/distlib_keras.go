@@ -56,6 +56,8 @@ func init() {
 		"NewModel":                      reflect.ValueOf(keras.NewModel),
 		"NewSidecarEvaluator":           reflect.ValueOf(keras.NewSidecarEvaluator),
 		"PSPipeline":                    reflect.ValueOf(keras.PSPipeline),
+		"PanelEnv":                      reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_PANEL\"", token.STRING, 0)),
+		"PanelLinePrefix":               reflect.ValueOf(constant.MakeFromLiteral("\"godist-panel: \"", token.STRING, 0)),
 		"PiecewiseConstantDecay":        reflect.ValueOf(keras.PiecewiseConstantDecay),
 		"PlotHeight":                    reflect.ValueOf(constant.MakeFromLiteral("400", token.INT, 0)),
 		"PlotWidth":                     reflect.ValueOf(constant.MakeFromLiteral("640", token.INT, 0)),

@@ -22,6 +22,7 @@ func init() {
 		"Concat":                              reflect.ValueOf(tensor.Concat),
 		"Constant":                            reflect.ValueOf(tensor.Constant),
 		"Conv2D":                              reflect.ValueOf(tensor.Conv2D),
+		"ConvReLUMaxPool2D":                   reflect.ValueOf(tensor.ConvReLUMaxPool2D),
 		"Dense":                               reflect.ValueOf(tensor.Dense),
 		"Div":                                 reflect.ValueOf(tensor.Div),
 		"Dropout":                             reflect.ValueOf(tensor.Dropout),
