@@ -22,27 +22,8 @@ time.Sleep(1500 * time.Millisecond)
 fmt.Println("bye")
 '''
 
-LONG = '''%%distributed --workers 2
-import (
-    "fmt"
-    "godist/distlib/data"
-    "godist/distlib/distribute"
-    "godist/distlib/keras"
-    "godist/distlib/keras/layers"
-    "godist/distlib/tensor"
-)
-strategy := distribute.NewMultiWorkerMirroredStrategy()
-x := tensor.RandomNormal([]int{2048, 32}, 0, 1, 1)
-y := tensor.ReduceSum(x, 1)
-ds := data.FromTensorSlices(x, y).Batch(64, false).WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
-var model *keras.Model
-strategy.Scope(func() {
-    model = keras.Sequential(layers.Dense(64, layers.ReLU, layers.InputShape(32)), layers.Dense(1))
-    model.Compile(keras.Adam(1e-3), keras.MeanSquaredError())
-})
-fmt.Println("training")
-model.Fit(ds, keras.Epochs(100000), keras.Verbose(2))
-'''
+# The long %%distributed Fit of the interrupt tests stops here by the panel's button.
+from training import DISTRIBUTED as LONG
 
 LAUNCH = '''import (
     "context"
