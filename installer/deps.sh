@@ -4,12 +4,15 @@
 # benchmark's peer), OpenBLAS, Slurm and munge for the cluster tests, iproute2 for
 # network-namespace tests, PyTorch for the peer benchmarks, and the full Fashion-MNIST
 # (dataset-fashion-mnist: the IDX files in /usr/share/datasets/fashion-mnist, where
-# datasets.LoadFashionMNIST looks by default).
+# datasets.LoadFashionMNIST looks by default), the Notebook 6 widget front end (ipywidgets 6:
+# progress bars and the cluster panel), Chromium for the browser test, and matplotlib for
+# bench/fashion's accuracy plot.
 # It installs only what is missing and is safe to run again.
 set -euo pipefail
 pkgs=(jupyter-client jupyter-nbconvert python3-nbclient jupyter-console jupyter-notebook
       python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 python3-torch
-      dataset-fashion-mnist)
+      dataset-fashion-mnist python3-ipywidgets python3-widgetsnbextension
+      jupyter-nbextension-jupyter-js-widgets chromium python3-matplotlib)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
