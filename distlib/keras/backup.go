@@ -195,6 +195,11 @@ func readBackup(path string) (*backupState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return decodeBackup(raw, path)
+}
+
+// decodeBackup decodes and verifies the contents raw of a state file named path.
+func decodeBackup(raw []byte, path string) (*backupState, error) {
 	torn := func(why string) error {
 		return fmt.Errorf("%w: %s is torn or corrupt (%s); delete it to train from the start", ErrBackup, path, why)
 	}

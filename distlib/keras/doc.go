@@ -36,6 +36,13 @@
 //	model := keras.NewModel(inputs, outputs)
 //	base.SetTrainable(false)
 //
+// A whole model (architecture, compile arguments, weights, optimizer state) is saved to
+// one file and loaded back, like model.save("model.keras") and
+// keras.models.load_model("model.keras"):
+//
+//	err := model.Save("model.keras")
+//	restored, err := keras.LoadModel("model.keras")
+//
 // # Distribution
 //
 // A model captures distribute.GetStrategy() when Sequential makes it. Each Fit step splits
@@ -54,7 +61,8 @@
 //
 // Constructors and Fit, Evaluate, Predict panic with errors wrapping ErrInvalidArgument,
 // ErrShape, ErrNotCompiled or the strategy's errors, naming the input at fault; the notebook
-// shows them as Jupyter errors. Methods that do I/O (SaveWeights, LoadWeights) return errors.
+// shows them as Jupyter errors. Methods that do I/O (Save, LoadModel, SaveWeights,
+// LoadWeights) return errors.
 //
 // # FORMAT
 //
@@ -72,4 +80,23 @@
 // Variables are listed in model order (layer by layer; kernel then bias). Reading the file
 // needs nothing but a JSON parser; in Python:
 // numpy.frombuffer(raw[16+H:], "<f4").
+//
+// Save writes a zip archive ending in ".keras" (Keras 3's layout, godist's contents):
+//
+//	metadata.json       {"keras_version": "godist", "format": "godist.keras/1", "date_saved": ...}
+//	config.json         {"class_name": "Sequential" or "Functional",
+//	                     "config": {"name", "trainable", "seed", "layers": [{"class_name": "Dense",
+//	                                "config": {"units": 10, "activation": "relu", ...}}, ...]},
+//	                     "build_config": {"input_shape": [null, 28, 28, 1]},
+//	                     "compile_config": {"optimizer": {"class_name": "Adam", "config": {...}},
+//	                                        "loss": {"class_name": ..., "config": {...}},
+//	                                        "metrics": ["accuracy"]}}
+//	model.weights.gdck  the state file of Checkpoint and BackupAndRestore: "GODISTBK", uint32
+//	                    version 1, uint32 H, H bytes of JSON header (variables with shapes,
+//	                    optimizer iterations, learning rate, steps per variable, slots per
+//	                    variable, step, CRC-32C), then per variable its float32 values
+//	                    followed by its optimizer slots, little-endian
+//
+// Layer configs use Keras' argument names (layers.Config); Python's Keras cannot read the
+// weights entry (Keras writes HDF5).
 package keras

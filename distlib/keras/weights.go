@@ -121,9 +121,21 @@ func readWeights(path string) (*weightsHeader, []byte, error) {
 // LoadWeights reads a file SaveWeights wrote into the model's variables (every replica
 // copy), like model.load_weights. Variables are matched in order; a count or shape that
 // differs is an error naming the variables. An unbuilt model is built for the input shape
-// the file records.
+// the file records. A ".keras" file (Model.Save) gives its weights, as in Keras 3.
 func (m *Model) LoadWeights(path string) (err error) {
 	defer recoverErr("LoadWeights", &err)
+	if filepath.Ext(path) == modelExt {
+		// A whole model Save wrote: its weights (Keras 3's load_weights takes .keras too).
+		_, w, err := readModelFile(path)
+		if err != nil {
+			return err
+		}
+		st, err := decodeBackup(w, path+"/"+modelWeightsEntry)
+		if err != nil {
+			return err
+		}
+		return m.restoreState(nil, path, st)
+	}
 	h, body, err := readWeights(path)
 	if err != nil {
 		return err
