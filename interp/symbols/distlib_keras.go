@@ -33,6 +33,7 @@ func init() {
 		"Epsilon":                       reflect.ValueOf(keras.Epsilon),
 		"ErrBackup":                     reflect.ValueOf(&keras.ErrBackup).Elem(),
 		"ErrInvalidArgument":            reflect.ValueOf(&keras.ErrInvalidArgument).Elem(),
+		"ErrModelFile":                  reflect.ValueOf(&keras.ErrModelFile).Elem(),
 		"ErrNotCompiled":                reflect.ValueOf(&keras.ErrNotCompiled).Elem(),
 		"ErrShape":                      reflect.ValueOf(&keras.ErrShape).Elem(),
 		"ErrWeights":                    reflect.ValueOf(&keras.ErrWeights).Elem(),
@@ -42,6 +43,7 @@ func init() {
 		"InverseTimeDecay":              reflect.ValueOf(keras.InverseTimeDecay),
 		"LatestCheckpoint":              reflect.ValueOf(keras.LatestCheckpoint),
 		"LearningRateScheduler":         reflect.ValueOf(keras.LearningRateScheduler),
+		"LoadModel":                     reflect.ValueOf(keras.LoadModel),
 		"LossFunc":                      reflect.ValueOf(keras.LossFunc),
 		"MaxEvaluations":                reflect.ValueOf(keras.MaxEvaluations),
 		"Mean":                          reflect.ValueOf(keras.Mean),
@@ -88,7 +90,9 @@ func init() {
 		"ValidationSplit":               reflect.ValueOf(keras.ValidationSplit),
 		"ValidationSteps":               reflect.ValueOf(keras.ValidationSteps),
 		"Verbose":                       reflect.ValueOf(keras.Verbose),
+		"WithCustomLoss":                reflect.ValueOf(keras.WithCustomLoss),
 		"WithReduction":                 reflect.ValueOf(keras.WithReduction),
+		"WithoutCompile":                reflect.ValueOf(keras.WithoutCompile),
 
 		// type definitions
 		"BackupAndRestoreCallback":       reflect.ValueOf((*keras.BackupAndRestoreCallback)(nil)),
@@ -103,6 +107,7 @@ func init() {
 		"LambdaCallback":                 reflect.ValueOf((*keras.LambdaCallback)(nil)),
 		"LearningRateSchedule":           reflect.ValueOf((*keras.LearningRateSchedule)(nil)),
 		"LearningRateSchedulerCallback":  reflect.ValueOf((*keras.LearningRateSchedulerCallback)(nil)),
+		"LoadOption":                     reflect.ValueOf((*keras.LoadOption)(nil)),
 		"Logs":                           reflect.ValueOf((*keras.Logs)(nil)),
 		"Loss":                           reflect.ValueOf((*keras.Loss)(nil)),
 		"LossOption":                     reflect.ValueOf((*keras.LossOption)(nil)),
@@ -128,6 +133,7 @@ func init() {
 		"_Callback":             reflect.ValueOf((*_godist_distlib_keras_Callback)(nil)),
 		"_CheckpointOption":     reflect.ValueOf((*_godist_distlib_keras_CheckpointOption)(nil)),
 		"_LearningRateSchedule": reflect.ValueOf((*_godist_distlib_keras_LearningRateSchedule)(nil)),
+		"_LoadOption":           reflect.ValueOf((*_godist_distlib_keras_LoadOption)(nil)),
 		"_LossOption":           reflect.ValueOf((*_godist_distlib_keras_LossOption)(nil)),
 		"_MeshEngine":           reflect.ValueOf((*_godist_distlib_keras_MeshEngine)(nil)),
 		"_OptimizerOption":      reflect.ValueOf((*_godist_distlib_keras_OptimizerOption)(nil)),
@@ -207,6 +213,11 @@ type _godist_distlib_keras_LearningRateSchedule struct {
 
 func (W _godist_distlib_keras_LearningRateSchedule) At(step int64) float64 {
 	return W.WAt(step)
+}
+
+// _godist_distlib_keras_LoadOption is an interface wrapper for LoadOption type
+type _godist_distlib_keras_LoadOption struct {
+	IValue interface{}
 }
 
 // _godist_distlib_keras_LossOption is an interface wrapper for LossOption type

@@ -22,6 +22,7 @@ func init() {
 		"ErrInvalidArgument": reflect.ValueOf(&layers.ErrInvalidArgument).Elem(),
 		"ErrShape":           reflect.ValueOf(&layers.ErrShape).Elem(),
 		"Flatten":            reflect.ValueOf(layers.Flatten),
+		"FromConfig":         reflect.ValueOf(layers.FromConfig),
 		"FusedForward":       reflect.ValueOf(layers.FusedForward),
 		"Input":              reflect.ValueOf(layers.Input),
 		"InputShape":         reflect.ValueOf(layers.InputShape),
@@ -49,6 +50,8 @@ func init() {
 
 		// type definitions
 		"Activation":        reflect.ValueOf((*layers.Activation)(nil)),
+		"Config":            reflect.ValueOf((*layers.Config)(nil)),
+		"Configurable":      reflect.ValueOf((*layers.Configurable)(nil)),
 		"Conv2DLayer":       reflect.ValueOf((*layers.Conv2DLayer)(nil)),
 		"DenseLayer":        reflect.ValueOf((*layers.DenseLayer)(nil)),
 		"DropoutLayer":      reflect.ValueOf((*layers.DropoutLayer)(nil)),
@@ -67,12 +70,43 @@ func init() {
 		"TrainableLayer":    reflect.ValueOf((*layers.TrainableLayer)(nil)),
 
 		// interface wrapper definitions
+		"_Configurable":   reflect.ValueOf((*_godist_distlib_keras_layers_Configurable)(nil)),
 		"_Layer":          reflect.ValueOf((*_godist_distlib_keras_layers_Layer)(nil)),
 		"_Option":         reflect.ValueOf((*_godist_distlib_keras_layers_Option)(nil)),
 		"_Regularized":    reflect.ValueOf((*_godist_distlib_keras_layers_Regularized)(nil)),
 		"_Regularizer":    reflect.ValueOf((*_godist_distlib_keras_layers_Regularizer)(nil)),
 		"_TrainableLayer": reflect.ValueOf((*_godist_distlib_keras_layers_TrainableLayer)(nil)),
 	}
+}
+
+// _godist_distlib_keras_layers_Configurable is an interface wrapper for Configurable type
+type _godist_distlib_keras_layers_Configurable struct {
+	IValue      interface{}
+	WBuild      func(inputShape []int, seed uint64) (outputShape []int, params []layers.Param, err error)
+	WClass      func() string
+	WForward    func(x *tensor.Tensor, params []*tensor.Tensor, training bool, seed uint64) *tensor.Tensor
+	WGetConfig  func() layers.Config
+	WInputShape func() []int
+	WName       func() string
+}
+
+func (W _godist_distlib_keras_layers_Configurable) Build(inputShape []int, seed uint64) (outputShape []int, params []layers.Param, err error) {
+	return W.WBuild(inputShape, seed)
+}
+func (W _godist_distlib_keras_layers_Configurable) Class() string {
+	return W.WClass()
+}
+func (W _godist_distlib_keras_layers_Configurable) Forward(x *tensor.Tensor, params []*tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
+	return W.WForward(x, params, training, seed)
+}
+func (W _godist_distlib_keras_layers_Configurable) GetConfig() layers.Config {
+	return W.WGetConfig()
+}
+func (W _godist_distlib_keras_layers_Configurable) InputShape() []int {
+	return W.WInputShape()
+}
+func (W _godist_distlib_keras_layers_Configurable) Name() string {
+	return W.WName()
 }
 
 // _godist_distlib_keras_layers_Layer is an interface wrapper for Layer type
