@@ -15,7 +15,8 @@ var (
 // the learning rate printed after each epoch follows the decay schedule, there is one
 // checkpoint per epoch and TensorBoard event files, the latest checkpoint is the last
 // epoch's, the evaluated accuracy is well above chance and a fresh model restored from the
-// checkpoint evaluates the same, and the model is saved.
+// checkpoint evaluates the same, and the model is saved to a .keras file (a SavedModel
+// directory is refused with what to write) and loaded back, evaluating the same.
 func checkPracticalPipeline(t *testing.T, nb *notebook) {
 	wantNoErrors(t, nb)
 	wantOutput(t, nb, findCell(t, nb, "numTrainExamples = "), `(?m)^Number of replicas in sync: 1$`)
@@ -54,5 +55,7 @@ func checkPracticalPipeline(t *testing.T, nb *notebook) {
 	if evals[0][2] != evals[1][2] || evals[0][3] != evals[1][3] {
 		t.Errorf("restored model evaluates to loss %s accuracy %s, the trained one to %s %s: want equal", evals[1][2], evals[1][3], evals[0][2], evals[0][3])
 	}
-	wantOutput(t, nb, findCell(t, nb, "model.SaveWeights(path)"), `saved: \[/tmp/godist-practical/saved_model/weights\]`)
+	save := findCell(t, nb, "keras.LoadModel(path)")
+	wantStdout(t, nb, save, `^keras: invalid argument: /tmp/godist-practical/saved_model/: a model is saved to one file ending in \.keras \(Keras 3's format\), not to a SavedModel directory \(TF 2's model\.save\(dir\)\): write Save\("/tmp/godist-practical/saved_model\.keras"\)\nsaved: \[/tmp/godist-practical/saved_model/model\.keras\]\n`)
+	wantStdout(t, nb, save, `(?m)^Loaded model: Eval loss: `+evals[0][2]+`, Eval Accuracy: `+evals[0][3]+` \(optimizer Adam, 96 steps taken\)$`)
 }

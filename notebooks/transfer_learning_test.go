@@ -8,16 +8,16 @@ import (
 	"time"
 )
 
-const transferLearningNotebook = "08-transfer-learning.ipynb"
+const transferLearningNotebook = "11-transfer-learning.ipynb"
 
-// TestTransferLearning executes 08-transfer-learning.ipynb alone (TestNotebooks runs it
+// TestTransferLearning executes 11-transfer-learning.ipynb alone (TestNotebooks runs it
 // with the others): go test ./notebooks -run TransferLearning.
 func TestTransferLearning(t *testing.T) {
 	e := setup(t)
 	checkTransferLearning(t, e.execute(t, transferLearningNotebook, 3*time.Minute))
 }
 
-// checkTransferLearning checks the outputs of 08-transfer-learning.ipynb: a base trained
+// checkTransferLearning checks the outputs of 11-transfer-learning.ipynb: a base trained
 // on MNIST under MirroredStrategy on two devices, frozen, with a new head fine-tuned on
 // Fashion-MNIST; the frozen weights keep their checksum while the head's changes, Summary
 // counts them as non-trainable, and the accuracies are in sane bands.
