@@ -66,14 +66,20 @@ func (e *cdpError) Error() string {
 	return fmt.Sprintf("cdp error %d: %s", e.Code, e.Message)
 }
 
+// needChromium skips the test when Chromium is not installed.
+func needChromium(t *testing.T) {
+	t.Helper()
+	if _, err := os.Stat(chromiumPath); err != nil {
+		t.Skipf("%s not found (installer/deps.sh installs the chromium package): %v", chromiumPath, err)
+	}
+}
+
 // startBrowser starts headless Chromium with a new profile in a temporary directory and
 // stops it (its whole process group) when the test ends. It skips the test when Chromium
 // is not installed.
 func startBrowser(t *testing.T) *browser {
 	t.Helper()
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skipf("%s not found (installer/deps.sh installs the chromium package): %v", chromiumPath, err)
-	}
+	needChromium(t)
 	profile := t.TempDir()
 	cmdR, cmdW, err := os.Pipe()
 	if err != nil {
