@@ -36,14 +36,15 @@ model := keras.Sequential(layers.Dense(16, layers.ReLU, layers.InputShape(8)), l
 model.Compile(keras.Adam(1e-2), keras.MeanSquaredError())
 h := model.Fit(ds, keras.Epochs(3))`
 
-// shortDistributedCell is a two-worker job that prints, waits and ends.
+// shortDistributedCell is a two-worker job that prints, waits and ends: both workers run
+// together for a few seconds however slowly each starts.
 const shortDistributedCell = `%%distributed --workers 2
 import (
     "fmt"
     "time"
 )
 fmt.Println("hello")
-time.Sleep(1500 * time.Millisecond)
+time.Sleep(3 * time.Second)
 fmt.Println("bye")`
 
 // longDistributedCell trains for 100000 epochs: only the panel's Stop button ends it.
