@@ -139,28 +139,33 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("distributed panel", func(t *testing.T) {
-		from := nb.run(ctx, t, 1, 3*time.Minute)
-		_, err := nb.waitCell(ctx, 1, from, "the panel's final state (done)", 30*time.Second, func(s cellSnapshot) bool {
-			return s.Panel != nil && strings.HasSuffix(s.Panel.Status, ": done")
+		if err := nb.collect(ctx); err != nil {
+			t.Fatal(err)
+		}
+		from := len(nb.history[1])
+		nb.execute(ctx, t, 1)
+		bothRunning := func(s cellSnapshot) bool {
+			return s.Panel.state("worker 0") == "running" && s.Panel.state("worker 1") == "running"
+		}
+		if _, err := nb.waitCell(ctx, 1, from, "both workers running", 3*time.Minute, bothRunning); err != nil {
+			t.Fatal(err)
+		}
+		nb.screenshot(ctx, t, 1, shots, "panel-running.png")
+		nb.waitDone(ctx, t, 1, from, 3*time.Minute)
+		// The reply can overtake the last updates, and the Stop button goes with the job
+		// after the table's last update: wait for both.
+		_, err := nb.waitCell(ctx, 1, from, "the panel's final state (done, no Stop button)", 30*time.Second, func(s cellSnapshot) bool {
+			return s.Panel != nil && strings.HasSuffix(s.Panel.Status, ": done") && !slices.Contains(s.Buttons, "Stop")
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The Stop button goes with the job; its removal may follow the last table update.
-		_, err = nb.waitCell(ctx, 1, from, "the Stop button removed", 30*time.Second, func(s cellSnapshot) bool {
-			return !slices.Contains(s.Buttons, "Stop")
-		})
-		if err != nil {
-			t.Error(err)
-		}
 		history := nb.history[1][from:]
-		running := slices.IndexFunc(history, func(s cellSnapshot) bool {
-			return s.Panel.state("worker 0") == "running" && s.Panel.state("worker 1") == "running"
-		})
-		if running < 0 {
-			t.Fatalf("the panel never showed both workers running:\n%s", snapshots(history))
-		}
+		running := slices.IndexFunc(history, bothRunning)
 		last := history[len(history)-1]
+		if len(last.Errors) > 0 {
+			t.Errorf("the %%%%distributed cell failed: %q\n%s", last.Errors, last.Stream)
+		}
 		if running == len(history)-1 {
 			t.Fatalf("the panel ends with the workers running:\n%s", snapshots(history))
 		}
