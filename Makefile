@@ -21,7 +21,8 @@ build:
 deps:
 	bash installer/deps.sh
 
-# install builds the kernel and writes the "godist" kernelspec for the current user.
+# install builds the kernel, writes the "godist" kernelspec for the current user and enables
+# the Notebook widget extension where it is not (one "widgets:" line says which).
 install: build
 	$(BIN) install --user
 

@@ -16,7 +16,9 @@ func init() {
 
 // runInstall writes or removes the "godist" kernelspec. By default it goes to the user's
 // Jupyter data dir ($JUPYTER_DATA_DIR, else ~/.local/share/jupyter); --prefix DIR puts it
-// under DIR/share/jupyter.
+// under DIR/share/jupyter. Installing also enables the Notebook's widget extension where
+// it is installed and not yet enabled (in the user's config dir, or DIR/etc/jupyter), and
+// prints one line saying which.
 func runInstall(args []string) error {
 	fs := flag.NewFlagSet("install", flag.ContinueOnError)
 	user := fs.Bool("user", false, "install for the current user (the default)")
@@ -31,19 +33,25 @@ func runInstall(args []string) error {
 	if *user && *prefix != "" {
 		return errors.New("--user and --prefix exclude each other")
 	}
-	var dataDir string
+	var dataDir, configDir string
+	configDirs := installer.ConfigDirs()
 	if *prefix != "" {
 		abs, err := filepath.Abs(*prefix)
 		if err != nil {
 			return fmt.Errorf("--prefix %q: %w", *prefix, err)
 		}
 		dataDir = installer.PrefixDataDir(abs)
+		configDir = installer.PrefixConfigDir(abs)
+		configDirs = append([]string{configDir}, configDirs...)
 	} else {
 		d, err := installer.UserDataDir()
 		if err != nil {
 			return err
 		}
 		dataDir = d
+		if configDir, err = installer.UserConfigDir(); err != nil {
+			return err
+		}
 	}
 	if *uninstall {
 		if err := installer.Uninstall(dataDir); err != nil {
@@ -64,5 +72,11 @@ func runInstall(args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "installed kernelspec %s (kernel %q, binary %s)\n", dir, installer.KernelName, bin)
+	// The Notebook's widget front end draws Fit's bar and the cluster panel.
+	w, err := installer.EnableWidgets(installer.DataDirs(), configDirs, configDir)
+	if err != nil {
+		return fmt.Errorf("widgets: %w", err)
+	}
+	fmt.Fprintln(os.Stderr, w)
 	return nil
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"godist/installer"
 )
 
 const kernelPython = "/usr/bin/python3"
@@ -57,7 +59,8 @@ func TestInstallCommand(t *testing.T) {
 	bin := kernelTestBinary(t)
 	data := t.TempDir()
 	prefix := t.TempDir()
-	env := append(os.Environ(), "JUPYTER_DATA_DIR="+data)
+	config := t.TempDir() // install may enable the widget extension in the user's config dir
+	env := append(os.Environ(), "JUPYTER_DATA_DIR="+data, "JUPYTER_CONFIG_DIR="+config)
 	tests := []struct {
 		name    string
 		args    []string
@@ -96,6 +99,62 @@ func TestInstallCommand(t *testing.T) {
 			}
 		})
 	}
+	t.Run("widget extension", func(t *testing.T) {
+		// The user turned the extension off: install turns it on in the user's config dir,
+		// keeps the rest of the file, and says so in one line.
+		nbconfig := filepath.Join(config, "nbconfig", "notebook.json")
+		if err := os.MkdirAll(filepath.Dir(nbconfig), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		off := `{"load_extensions": {"jupyter-js-widgets/extension": false, "other/ext": true}}`
+		if err := os.WriteFile(nbconfig, []byte(off), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := kernelRun(t, env, time.Minute, bin, "install")
+		if err != nil {
+			t.Fatalf("godist install: %v\n%s", err, out)
+		}
+		var lines []string
+		for _, l := range strings.Split(out, "\n") {
+			if strings.HasPrefix(l, "widgets: ") {
+				lines = append(lines, l)
+			}
+		}
+		if len(lines) != 1 {
+			t.Fatalf("godist install printed %d widgets: lines, want 1:\n%s", len(lines), out)
+		}
+		if _, ok := installer.FindNBExtension(installer.DataDirs(), installer.WidgetExtension); !ok {
+			if !strings.Contains(lines[0], "not installed") {
+				t.Errorf("without the extension installed: %q, want it to say not installed", lines[0])
+			}
+			t.Skip("the widget extension is not installed here (jupyter-nbextension-jupyter-js-widgets): enabling not tested")
+		}
+		if want := "widgets: Notebook widget extension enabled (jupyter-js-widgets) in " + nbconfig; lines[0] != want {
+			t.Errorf("godist install said %q, want %q", lines[0], want)
+		}
+		raw, err := os.ReadFile(nbconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cfg struct {
+			LoadExtensions map[string]bool `json:"load_extensions"`
+		}
+		if err := json.Unmarshal(raw, &cfg); err != nil || !cfg.LoadExtensions["jupyter-js-widgets/extension"] || !cfg.LoadExtensions["other/ext"] {
+			t.Errorf("after install %s = %s (%v), want both extensions on", nbconfig, raw, err)
+		}
+		// The Notebook itself reads it as enabled.
+		py := `import sys; from notebook.services.config.manager import ConfigManager; ` +
+			`sys.exit(0 if ConfigManager().get("notebook")["load_extensions"]["jupyter-js-widgets/extension"] is True else 1)`
+		if _, err := exec.Command(kernelPython, "-c", "import notebook").CombinedOutput(); err == nil {
+			if out, err := kernelRun(t, env, time.Minute, kernelPython, "-c", py); err != nil {
+				t.Errorf("the Notebook's ConfigManager does not see the extension enabled: %v\n%s", err, out)
+			}
+		}
+		out, err = kernelRun(t, env, time.Minute, bin, "install")
+		if err != nil || !strings.Contains(out, "widgets: Notebook widget extension enabled (jupyter-js-widgets, by "+nbconfig+")") {
+			t.Errorf("second install: %v\n%s", err, out)
+		}
+	})
 	if out, err := kernelRun(t, env, time.Minute, bin, "install", "--uninstall", "--prefix", prefix); err != nil {
 		t.Fatalf("uninstall: %v\n%s", err, out)
 	}
@@ -114,6 +173,7 @@ func kernelEnv(t *testing.T) []string {
 	dir := t.TempDir()
 	env := append(os.Environ(),
 		"JUPYTER_DATA_DIR="+filepath.Join(dir, "data"),
+		"JUPYTER_CONFIG_DIR="+filepath.Join(dir, "config"),
 		"JUPYTER_PATH=",
 		"JUPYTER_RUNTIME_DIR="+filepath.Join(dir, "runtime"),
 		"GODIST_HISTORY="+filepath.Join(dir, "history.jsonl"))

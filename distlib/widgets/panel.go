@@ -148,11 +148,16 @@ type PanelSnapshot struct {
 	Counters [][2]string // name, value: a coordinator's closures and workers
 }
 
+// panelStyle spaces the panel's columns and colours the task states; its selectors name
+// only the panel's own classes.
+const panelStyle = `<style>table.godist-cluster-panel th, table.godist-cluster-panel td {padding: 1px 10px 1px 0; text-align: left; vertical-align: top}` +
+	` .godist-state-running {color: #1a7f37} .godist-state-failed {color: #cf222e} .godist-state-stopped {color: #9a6700}</style>`
+
 // HTML renders the snapshot as the panel's table (the DOM the package doc of Panel names).
 func (s PanelSnapshot) HTML() string {
 	var b strings.Builder
 	esc := html.EscapeString
-	fmt.Fprintf(&b, `<div class="godist-cluster-panel-box"><div class="godist-cluster-status"><b>%s</b>: %s</div>`, esc(s.Title), esc(s.Status))
+	fmt.Fprintf(&b, `<div class="godist-cluster-panel-box">%s<div class="godist-cluster-status"><b>%s</b>: %s</div>`, panelStyle, esc(s.Title), esc(s.Status))
 	if len(s.Counters) > 0 {
 		b.WriteString(`<div class="godist-cluster-counters">`)
 		for i, c := range s.Counters {
