@@ -148,6 +148,86 @@ func tcpRate(ctx context.Context, d time.Duration) (float64, error) {
 	return float64(total) / el.Seconds() / 1e9, nil
 }
 
+// tcpExchangeRate returns GB/s per direction of one loopback TCP connection carrying a
+// stream each way at once, as the two ranks of a ring all-reduce do (each sends its half
+// while it receives the other's): both ends write 4 MiB writes for about d while reading
+// what the other end writes. This, not tcpRate, bounds a 2-rank all-reduce's busbw, which
+// is the bytes each rank sends per second: on 2 cores the four copies (two sends, two
+// receives) share the cores that one stream has to itself.
+func tcpExchangeRate(ctx context.Context, d time.Duration) (float64, error) {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("limits: loopback listen: %w", err)
+	}
+	defer ln.Close()
+	accepted := make(chan net.Conn, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			accepted <- nil
+			return
+		}
+		accepted <- c
+	}()
+	var dl net.Dialer
+	a, err := dl.DialContext(ctx, "tcp", ln.Addr().String())
+	if err != nil {
+		return 0, fmt.Errorf("limits: loopback dial: %w", err)
+	}
+	defer a.Close()
+	b := <-accepted
+	if b == nil {
+		return 0, fmt.Errorf("limits: loopback accept failed")
+	}
+	defer b.Close()
+	type result struct {
+		n   int64
+		el  time.Duration
+		err error
+	}
+	res := make(chan result, 2)
+	end := time.Now().Add(d)
+	for _, c := range []net.Conn{a, b} {
+		go func(c net.Conn) { // writer: then half-close so the peer's reader sees EOF
+			buf := make([]byte, 4<<20)
+			for time.Now().Before(end) {
+				if _, err := c.Write(buf); err != nil {
+					res <- result{err: err}
+					return
+				}
+			}
+			c.(*net.TCPConn).CloseWrite()
+		}(c)
+		go func(c net.Conn) { // reader
+			buf := make([]byte, 4<<20)
+			var total int64
+			t := time.Now()
+			for {
+				k, err := c.Read(buf)
+				total += int64(k)
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					res <- result{err: err}
+					return
+				}
+			}
+			res <- result{n: total, el: time.Since(t)}
+		}(c)
+	}
+	var rates []float64
+	for range 2 {
+		r := <-res
+		if r.err != nil {
+			return 0, fmt.Errorf("limits: loopback exchange: %w", r.err)
+		}
+		rates = append(rates, float64(r.n)/r.el.Seconds()/1e9)
+	}
+	return min(rates[0], rates[1]), nil
+}
+
 func loadavg() string {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
@@ -224,6 +304,18 @@ func main() {
 		slices.Sort(rs)
 		fmt.Printf("limit: loopback TCP, one stream (Go writer and reader): %.2f GB/s wall (best of %d, median %.2f)\n", rs[len(rs)-1], *reps, rs[len(rs)/2])
 		out["tcp_loopback_GBps"] = round(rs[len(rs)-1])
+		var xs []float64
+		for range *reps {
+			r, err := tcpExchangeRate(context.Background(), *tcpTime)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			xs = append(xs, r)
+		}
+		slices.Sort(xs)
+		fmt.Printf("limit: loopback TCP, one connection carrying a stream each way at once: %.2f GB/s per direction wall (best of %d, median %.2f)\n", xs[len(xs)-1], *reps, xs[len(xs)/2])
+		out["tcp_exchange_GBps"] = round(xs[len(xs)-1])
 	}
 	b, _ := json.Marshal(out)
 	fmt.Println(string(b))
