@@ -40,6 +40,7 @@ var notebookChecks = []struct {
 	{"09-practical-pipeline.ipynb", 3 * time.Minute, checkPracticalPipeline},
 	{"03-one-node.ipynb", 3 * time.Minute, checkOneNode},
 	{transferLearningNotebook, 3 * time.Minute, checkTransferLearning},
+	{fashionTalkNotebook, 5 * time.Minute, checkFashionTalk},
 }
 
 const defaultCellTimeout = 5 * time.Minute
