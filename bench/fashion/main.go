@@ -34,6 +34,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -53,7 +54,7 @@ type config struct {
 	workers, batch, maxEpochs, evalEvery, maxSteps int
 	target                                         float64
 	seed                                           int64
-	dataDir                                        string
+	dataDir, cpuProfile                            string
 	timeout                                        time.Duration
 }
 
@@ -67,6 +68,7 @@ func main() {
 	flag.Float64Var(&c.target, "target", 0.90, "test accuracy to reach")
 	flag.Int64Var(&c.seed, "seed", 0, "seed of the weights and of the shuffles")
 	flag.StringVar(&c.dataDir, "data", "", "directory of the Fashion-MNIST IDX files (default: the loaders' search order, /usr/share/datasets/fashion-mnist)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write each worker's CPU profile to this path with the suffix .wN (worker N)")
 	flag.DurationVar(&c.timeout, "timeout", 30*time.Minute, "bound on the whole run")
 	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
@@ -147,7 +149,18 @@ type result struct {
 func train(ctx context.Context, c config) (*result, error) {
 	s := distribute.NewMultiWorkerMirroredStrategy()
 	defer s.Close()
-	_, n := s.ExtendedWorker()
+	idx, n := s.ExtendedWorker()
+	if c.cpuProfile != "" {
+		f, err := os.Create(fmt.Sprintf("%s.w%d", c.cpuProfile, idx))
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
+	}
 
 	// Data loading: not timed.
 	var opts []datasets.Option
