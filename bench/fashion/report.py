@@ -26,6 +26,10 @@ if all(t is not None for k in times for t in times[k]):
     ratios = [a / b for a, b in zip(times["go"], times["py"])]
     print(f"time to {target:.0%}: godist {g:.2f} s, DDP {p:.2f} s, ratio {g / p:.2f}x "
           f"(rounds: {', '.join(f'{x:.2f}x' for x in ratios)}; goal <= 0.5x: {'met' if g / p <= 0.5 else 'not met'})")
+    # The two reach the target after different step counts (their initial weights and
+    # shuffles differ): the time per step (training + evaluation) compares the engines alone.
+    per = {k: statistics.median(run["reached"][1] / run["reached"][0] for run in runs[k]) for k in runs}
+    print(f"per step to {target:.0%}: godist {1000 * per['go']:.1f} ms, DDP {1000 * per['py']:.1f} ms, ratio {per['go'] / per['py']:.2f}x")
 else:
     print(f"time to {target:.0%}: not reached by " + ", ".join(names[k] for k in times if None in times[k]))
 
