@@ -41,6 +41,7 @@ var notebookChecks = []struct {
 	{"03-one-node.ipynb", 3 * time.Minute, checkOneNode},
 	{transferLearningNotebook, 3 * time.Minute, checkTransferLearning},
 	{"08-gpu.ipynb", 3 * time.Minute, checkGPU},
+	{fashionTalkNotebook, 5 * time.Minute, checkFashionTalk},
 }
 
 const defaultCellTimeout = 5 * time.Minute
