@@ -173,7 +173,7 @@ if len(device.ListLogicalDevices("GPU")) < 2 {
 } else {
 	fmt.Println(mirroredOn("/gpu:0", "/gpu:1"))
 }`,
-		want: `^(distribute: device "/gpu:[01]": is not visible; the logical devices are \[.*CPU:0 .*CPU:1\].*\nreplicas: 2\n<nil>\n|replicas: 2\n<nil>\n)$`,
+		want: `^(distribute: device "/gpu:[01]": is not visible; the logical devices are \[.*CPU:0, .*CPU:1\].*\nreplicas: 2\n<nil>\n|replicas: 2\n<nil>\n)$`,
 	},
 	{
 		name: "000/mirrored-devices-typo",
@@ -400,17 +400,24 @@ func seedNotebook(path string, cases []seedCase) error {
 }
 
 // shown returns what a cell showed apart from stderr: stdout, results and displays as
-// text, and errors as "ename: evalue", in the order they came.
+// text, each on its own lines, and errors as "ename: evalue", in the order they came.
 func shown(c cell) string {
 	var b strings.Builder
 	for _, o := range c.Outputs {
+		var t string
 		switch {
 		case o.Type == "stream" && o.Name == "stderr":
 		case o.Type == "error":
-			b.WriteString(o.EName + ": " + o.EValue + "\n")
+			t = o.EName + ": " + o.EValue + "\n"
 		default:
-			b.WriteString(o.text())
+			t = o.text()
 		}
+		// Each output starts on a new line, as a front end shows it (a progress bar's
+		// display has no final newline).
+		if b.Len() > 0 && t != "" && !strings.HasSuffix(b.String(), "\n") {
+			b.WriteString("\n")
+		}
+		b.WriteString(t)
 	}
 	return b.String()
 }
