@@ -88,6 +88,33 @@ fmt.Println(sumOfSquares(tensor.Constant([][]float32{{1, 1}, {1, 1}})).Item())`,
 		want: `^14\n4\n$`,
 	},
 	{
+		name: "000/module",
+		tf:   "Modules: containers of variables and computation (tf.Module), as in PyTorch",
+		code: `// A module is a Go type that holds its variables and computes with them.
+type Linear struct{ W, B *tensor.Variable }
+
+func NewLinear(in, out int) *Linear {
+	return &Linear{
+		W: tensor.NewVariable("w", tensor.RandomNormal([]int{in, out}, 0, 1, 1), true),
+		B: tensor.NewVariable("b", tensor.Zeros(out), true),
+	}
+}
+
+func (l *Linear) Call(x *tensor.Tensor) *tensor.Tensor {
+	return tensor.BiasAdd(tensor.MatMul(x, l.W.Value(), false, false), l.B.Value())
+}
+
+func (l *Linear) TrainableVariables() []*tensor.Variable { return []*tensor.Variable{l.W, l.B} }
+
+linear := NewLinear(3, 2)
+tape := tensor.NewGradientTape()
+sum := tensor.ReduceSum(linear.Call(tensor.Ones(4, 3)))
+grads := tape.Gradient(sum, linear.TrainableVariables())
+fmt.Println(grads[0].Shape(), grads[0].Data(), grads[1].Data())`,
+		// d sum(xW + b) / dW = x^T 1 (4 rows of ones: 4 everywhere); / db = 4 rows.
+		want: `^\[3 2\] \[4 4 4 4 4 4\] \[4 4\]\n$`,
+	},
+	{
 		name: "000/training-loop-save",
 		tf: "model=keras.Sequential([...]); model.compile(optimizer=..., loss=..., metrics=[...]); for epoch ...: " +
 			"with tf.GradientTape() as tape: predictions=model(batch_data); loss=...; gradients = tape.gradient(loss, model.trainable_variables); " +
@@ -303,6 +330,14 @@ fmt.Println("central storage mirrors:", central.ExtendedMirrorsVariables(), "var
 		want: `^\[/job:localhost/replica:0/task:0/device:CPU:0 /job:localhost/replica:0/task:0/device:CPU:1\]\nmirrored variables: true\ncentral storage mirrors: false variables on /job:localhost/replica:0/task:0/device:CPU:0\n$`,
 	},
 	// Seed 001: notes on tf.distribute (MirroredStrategy, Keras and a custom loop).
+	{
+		name: "001/typos",
+		tf:   "model.complie(loss=tf.keras.losses.SparseCategoricalCrossetropy(from_logits=True), ...), model(images, traianing=True), tape.gradients(...)",
+		code: `model := keras.Sequential(layers.Dense(10, layers.InputShape(4)))
+model.Complie(keras.Adam(0), keras.SparseCategoricalCrossentropy(true), "accuracy")`,
+		// Python finds the notes' typos when the line runs; Go refuses the cell before it runs.
+		want: `^CompileError: .*undefined (method|selector):? Complie`, fails: true,
+	},
 	{
 		name: "001/mirrored-variable",
 		tf:   "Mirrored variables: with strategy.scope(): v = tf.Variable(1.)",
