@@ -503,3 +503,28 @@ func TestSeedSnippets(t *testing.T) {
 		})
 	}
 }
+
+// TestSeedReadmeRows checks that README.md and seedCases name the same cases: every
+// "TestSeedSnippets/NAME" of the seed tables is a case, and every case is named by a row.
+func TestSeedReadmeRows(t *testing.T) {
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := map[string]bool{}
+	for _, m := range regexp.MustCompile(`TestSeedSnippets/([0-9]{3}/[a-z0-9-]+)`).FindAllStringSubmatch(string(raw), -1) {
+		named[m[1]] = true
+	}
+	cases := map[string]bool{}
+	for _, c := range seedCases {
+		cases[c.name] = true
+		if !named[c.name] {
+			t.Errorf("seed case %s: no row of README.md names TestSeedSnippets/%s", c.name, c.name)
+		}
+	}
+	for n := range named {
+		if !cases[n] {
+			t.Errorf("README.md names TestSeedSnippets/%s, which is not a case of seedCases", n)
+		}
+	}
+}
