@@ -35,6 +35,57 @@ func TestTopLevelMultiDefine(t *testing.T) {
 	}
 }
 
+// TestBlockShadowsGlobal covers yaegi v0.16.1 taking a top-level variable for a definition
+// of the same name in a block of top-level code: `for ... { strategy := other type }` after
+// a global `strategy` panicked with "reflect.Set: value of type ... is not assignable" and
+// left the global's symbol with the block's type, so a later top-level redefinition of the
+// global with that type panicked too (the seeds' cells, notebooks/seeds_test.go).
+func TestBlockShadowsGlobal(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	tests := []struct{ code, result, stdout string }{
+		{"import \"fmt\"\na := 1\nfmt.Println(a)", "", "1\n"},
+		{"for i := 0; i < 2; i++ {\n\ta := \"x\"\n\tfmt.Println(a, i)\n}", "", "x 0\nx 1\n"},
+		{"if true {\n\ta := []int{7}\n\tfmt.Println(a)\n}", "", "[7]\n"},
+		{"{\n\ta := 2.5\n\tfmt.Println(a)\n}", "", "2.5\n"},
+		{"a", "1", ""}, // the global is untouched
+		{"a := \"now a string\"\nfmt.Println(a)", "", "now a string\n"},
+		{"func show() string { return a }\nshow()", "now a string", ""},
+		{"a := \"again\"\nshow()", "again", ""},
+		{"for i := 0; i < 1; i++ {\n\ta = \"assigned in a loop\"\n}\nshow()", "assigned in a loop", ""},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || rec.text("stdout") != tt.stdout {
+			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
+		}
+	}
+}
+
+// TestRedefineWithOtherType covers two more ways a cell's `x := ...` of an existing x of
+// another type panicked in reflect.Set: a multi-value definition from a call (yaegi did not
+// type check `r, err = f()`, which the session tries first), and a method value of a
+// variable declared as a pointer to a compiled type (yaegi typed `f := p.M` with M's
+// receiver as first parameter).
+func TestRedefineWithOtherType(t *testing.T) {
+	checkLeaks(t)
+	s := newSession(t, Options{})
+	tests := []struct{ code, result, stdout string }{
+		{"import (\"fmt\"; \"strconv\"; \"strings\")\nn, err := strconv.Atoi(\"3\")\nfmt.Println(n, err)", "", "3 <nil>\n"},
+		{"n, err := strconv.ParseFloat(\"2.5\", 64)\nfmt.Println(n, err)", "", "2.5 <nil>\n"},
+		{"n, err := strconv.ParseBool(\"true\")\nfmt.Println(n, err)", "", "true <nil>\n"},
+		{"var anything any\nanything, err = strconv.Atoi(\"4\")\nanything", "4", ""},
+		{"var b *strings.Builder = &strings.Builder{}\nwrite := b.WriteString\nwrite(\"method \")\nwrite(\"value\")\nb.String()", "method value", ""},
+		{"write := strconv.Itoa\nwrite(7)", "7", ""},
+	}
+	for _, tt := range tests {
+		plain, rec := mustRun(t, s, tt.code)
+		if plain != tt.result || rec.text("stdout") != tt.stdout {
+			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
+		}
+	}
+}
+
 // TestFuncLiteralCalls covers two yaegi traps: a top-level `func() {...}()` ran again in
 // every later cell, and `f()` of a variable holding a function without results panicked
 // when shown as the cell's value.

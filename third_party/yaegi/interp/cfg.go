@@ -680,7 +680,16 @@ func (interp *Interpreter) cfg(root *node, sc *scope, importPath, pkgName string
 					}
 					if sc.global {
 						// Do not overload existing symbols (defined in GTA) in global scope.
-						sym, _, _ = sc.lookup(dest.ident)
+						// godist patch: only for a definition that GTA saw (one outside any
+						// nested block); upstream also took the global for a definition in a
+						// block, so `for ... { x := "s" }` at top level wrote into a global x
+						// of another type (reflect.Set panic) and left that global's symbol
+						// with the new type.
+						if !inNestedBlock(n) {
+							sym, _, _ = sc.lookup(dest.ident)
+						} else {
+							sym = sc.sym[dest.ident]
+						}
 					}
 					if sym == nil {
 						sym = &symbol{index: sc.add(dest.typ), kind: varSym, typ: dest.typ}
@@ -814,6 +823,19 @@ func (interp *Interpreter) cfg(root *node, sc *scope, importPath, pkgName string
 				}
 				if r := lc.child[0].typ.numOut(); r != l {
 					err = n.cfgErrorf("assignment mismatch: %d variables but %s returns %d values", l, lc.child[0].name(), r)
+				} else {
+					// godist patch: each variable must accept its result; upstream
+					// compiled `r, err = f()` with r of another type than f's first
+					// result, and the assignment panicked in reflect.Set.
+					for i := 0; i < l && err == nil; i++ {
+						dest, rt := n.child[i], lc.child[0].typ.out(i)
+						if dest.ident == "_" || dest.typ == nil || rt == nil {
+							continue
+						}
+						if !rt.assignableTo(dest.typ) {
+							err = n.cfgErrorf("cannot use %s value of type %s as type %s in assignment", lc.child[0].name(), rt.id(), dest.typ.id())
+						}
+					}
 				}
 				if isBinCall(lc, sc) {
 					n.gen = nop
@@ -3007,7 +3029,11 @@ func matchSelectorMethod(sc *scope, n *node) (err error) {
 		} else if method, ok := reflect.PtrTo(n.typ.val.rtype).MethodByName(name); ok {
 			n.val = method.Index
 			n.gen = getIndexBinMethod
-			n.typ = valueTOf(method.Type, withRecv(valueTOf(reflect.PtrTo(n.typ.val.rtype), isBinMethod())))
+			// godist patch: isBinMethod marks the method's type, as for a value receiver
+			// above; upstream marked the receiver's, so `f := p.M` with p declared as
+			// `var p *pkg.T` got a slot of M's type with the receiver as first parameter
+			// (reflect.Set panic when the method value was stored).
+			n.typ = valueTOf(method.Type, isBinMethod(), withRecv(valueTOf(reflect.PtrTo(n.typ.val.rtype))))
 			n.recv = &receiver{node: n.child[0]}
 			n.action = aGetMethod
 		} else if field, ok := n.typ.val.rtype.FieldByName(name); ok {
@@ -3181,6 +3207,18 @@ func inVarDecl(n *node) bool {
 		case funcDecl, funcLit:
 			return false
 		case varDecl:
+			return true
+		}
+	}
+	return false
+}
+
+// inNestedBlock reports whether n is inside a block statement other than the root of its
+// compilation: a definition there is local to the block, and global type analysis (which
+// skips such blocks) gave it no global symbol (godist patch).
+func inNestedBlock(n *node) bool {
+	for a := n.anc; a != nil && a.anc != nil; a = a.anc {
+		if a.kind == blockStmt {
 			return true
 		}
 	}
