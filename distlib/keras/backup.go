@@ -11,6 +11,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+
+	"godist/distlib/tensor"
 )
 
 // ErrBackup reports a backup file of BackupAndRestore that cannot be used: torn, corrupt, or
@@ -147,10 +149,10 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int) []byte {
 		}
 		body.Write(b)
 	}
-	for _, v := range vs {
+	for i, v := range vs {
 		spec := backupVarSpec{Name: v.Name(), Shape: v.Shape()}
 		put(v.Value().Data())
-		if st := o.slots[v]; st != nil {
+		if st := m.slotStateOf(o, i, v); st != nil {
 			spec.T, spec.Slots = st.t, len(st.slots)
 			for _, s := range st.slots {
 				put(s)
@@ -174,6 +176,41 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int) []byte {
 	out.Write(hj)
 	out.Write(body.Bytes())
 	return out.Bytes()
+}
+
+// slotStateOf returns o's state for parameter i of the model, whose global variable is v,
+// with the slots' global values (nil: no state). Under a device mesh the optimizer keeps
+// state per device part, assembled here as the parameter is. o.mu is held.
+func (m *Model) slotStateOf(o *Optimizer, i int, v *tensor.Variable) *slotState {
+	if m.engine == nil {
+		return o.slots[v]
+	}
+	var first *slotState
+	parts := make([][][]float32, o.nslots) // parts[k][device]
+	for d := range m.vars {
+		st := o.slots[m.vars[d][i]]
+		if st == nil {
+			return nil // never updated (frozen, or no step yet)
+		}
+		if first == nil {
+			first = st
+		}
+		for k := range parts {
+			parts[k] = append(parts[k], st.slots[k])
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	out := &slotState{t: first.t, slots: make([][]float32, o.nslots)}
+	for k := range parts {
+		g, err := m.engine.Gather(i, parts[k])
+		if err != nil {
+			panic(fmt.Errorf("keras: optimizer slot %d of %s: %w", k, v.Name(), err))
+		}
+		out.slots[k] = g
+	}
+	return out
 }
 
 func backupChecksum(h backupHeader, body []byte) uint32 {
@@ -280,20 +317,38 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	if o == nil {
 		return nil
 	}
+	// Under a device mesh each device's optimizer state is its part of the slots.
+	var meshSlots [][][][]float32 // [param][slot][device]
+	if m.engine != nil {
+		meshSlots = make([][][][]float32, len(slots))
+		for i := range slots {
+			for _, g := range slots[i] {
+				parts, err := m.engine.Scatter(i, g)
+				if err != nil {
+					return fmt.Errorf("%w: %s: optimizer slot of %s: %v", ErrBackup, path, st.Variables[i].Name, err)
+				}
+				meshSlots[i] = append(meshSlots[i], parts)
+			}
+		}
+	}
 	o.mu.Lock()
 	o.iterations, o.lr = st.Iterations, st.LR
-	for _, copyVars := range m.vars {
+	for d, copyVars := range m.vars {
 		for i, v := range copyVars {
 			if st.Variables[i].Slots == 0 && st.Variables[i].T == 0 {
 				delete(o.slots, v)
 				continue
 			}
+			n := prodInts(v.Shape())
 			ss := &slotState{t: st.Variables[i].T, slots: make([][]float32, o.nslots)}
 			for k := range ss.slots {
-				if k < len(slots[i]) {
+				switch {
+				case k >= len(slots[i]):
+					ss.slots[k] = make([]float32, n)
+				case meshSlots != nil:
+					ss.slots[k] = append([]float32(nil), meshSlots[i][k][d]...) // replicated parts may share memory
+				default:
 					ss.slots[k] = append([]float32(nil), slots[i][k]...)
-				} else {
-					ss.slots[k] = make([]float32, len(vals[i]))
 				}
 			}
 			o.slots[v] = ss

@@ -59,6 +59,12 @@ type MeshEngine interface {
 	Weights() []*tensor.Tensor
 	// Assign sets parameter i from its global value.
 	Assign(i int, data []float32) error
+	// Gather returns the global value laid out as parameter i whose parts, one per device
+	// in Devices order, are parts (an optimizer's slot for the parameter, say).
+	Gather(i int, parts [][]float32) ([]float32, error)
+	// Scatter returns each device's part, in Devices order, of a global value laid out as
+	// parameter i.
+	Scatter(i int, data []float32) ([][]float32, error)
 	// Forward computes the model on a global batch (training turns Dropout on); the
 	// devices' exchanges stop when ctx is done.
 	Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
