@@ -275,3 +275,33 @@ func TestLoadModelErrors(t *testing.T) {
 		equalTensors(t, "WithoutCompile", m.GetWeights(), got.GetWeights())
 	}
 }
+
+// TestSaveLoadModelFromPS: a model trained under ParameterServerStrategy saves the values
+// its variables have on the parameter servers; loaded outside the cluster it evaluates the
+// same, and its optimizer starts afresh (the state lives on the ps, as for Checkpoint).
+func TestSaveLoadModelFromPS(t *testing.T) {
+	train, test := mnistSmall(t)
+	s, _ := psStrategy(t, 1, 2)
+	SetRandomSeed(1)
+	var m *Model
+	s.Scope(func() { m = mnistModel() })
+	m.Fit(train, Epochs(1), Verbose(0), StepsPerExecution(4))
+	want := m.Evaluate(test, Verbose(0))
+	path := filepath.Join(t.TempDir(), "ps.keras")
+	if err := m.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadModel(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if logs := got.Evaluate(test, Verbose(0)); logs["accuracy"] != want["accuracy"] || logs["loss"] != want["loss"] {
+		t.Errorf("loaded model evaluates to %v, the trained one on the ps to %v", logs, want)
+	}
+	if want["accuracy"] < 0.8 {
+		t.Errorf("trained accuracy %.4f: the model did not train", want["accuracy"])
+	}
+	if it := got.Optimizer().Iterations(); it != 0 {
+		t.Errorf("loaded optimizer at iteration %d, want a fresh one (0)", it)
+	}
+}
