@@ -233,6 +233,8 @@ type _godist_distlib_keras_MeshEngine struct {
 	WDeviceVariables func() [][]*tensor.Variable
 	WDevices         func() []string
 	WForward         func(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error)
+	WGather          func(i int, parts [][]float32) ([]float32, error)
+	WScatter         func(i int, data []float32) ([][]float32, error)
 	WTrainStep       func(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error)
 	WWeights         func() []*tensor.Tensor
 }
@@ -251,6 +253,12 @@ func (W _godist_distlib_keras_MeshEngine) Devices() []string {
 }
 func (W _godist_distlib_keras_MeshEngine) Forward(ctx context.Context, x *tensor.Tensor, training bool, seed func(layer int) uint64) (*tensor.Tensor, error) {
 	return W.WForward(ctx, x, training, seed)
+}
+func (W _godist_distlib_keras_MeshEngine) Gather(i int, parts [][]float32) ([]float32, error) {
+	return W.WGather(i, parts)
+}
+func (W _godist_distlib_keras_MeshEngine) Scatter(i int, data []float32) ([][]float32, error) {
+	return W.WScatter(i, data)
 }
 func (W _godist_distlib_keras_MeshEngine) TrainStep(ctx context.Context, step keras.MeshStep) (keras.MeshStepResult, error) {
 	return W.WTrainStep(ctx, step)
