@@ -101,6 +101,16 @@ func TestCoordinatorPanel(t *testing.T) {
 			if err := c.Join(); err != nil {
 				t.Fatal(err)
 			}
+			// The 20 closures may all finish on worker 0 before worker 1 has connected: the
+			// panel would then rightly say 1/2. Wait until both are up (as a user would
+			// see them come up) before the panel is checked.
+			deadline := time.Now().Add(10 * time.Second)
+			for !allUp(c.Stats().Up) && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			if up := c.Stats().Up; !allUp(up) {
+				t.Fatalf("workers up %v after 10s", up)
+			}
 			totals := []string{`closures scheduled: <span class="godist-counter">20</span>`, `done: <span class="godist-counter">20</span>`,
 				`workers up: <span class="godist-counter">2/2</span>`, "<td>worker 0</td><td>127.0.0.1:2</td>",
 				`<td>worker 1</td><td>127.0.0.1:3</td><td class="godist-task-state godist-state-running">running</td>`}
@@ -132,6 +142,15 @@ func TestCoordinatorPanel(t *testing.T) {
 			}
 		})
 	}
+}
+
+func allUp(up []bool) bool {
+	for _, u := range up {
+		if !u {
+			return false
+		}
+	}
+	return len(up) > 0
 }
 
 func containsAll(s string, subs []string) bool {
