@@ -46,14 +46,18 @@ func (m *Model) trainerFor() trainer {
 
 // syncTrainer runs every step at once on the strategy's replicas (and workers), in sync.
 type syncTrainer struct {
-	m       *Model
-	metrics []*Metric
+	m         *Model
+	metrics   []*Metric
+	restoreGC func() // undoes raiseGCForLockstep (several workers), or nil
 }
 
 func (e *syncTrainer) options() []string { return nil }
 
 func (e *syncTrainer) begin(context.Context, *runConfig, *data.Dataset) error {
 	e.metrics = e.m.compiledMetrics()
+	if _, workers := e.m.strategy.ExtendedWorker(); workers > 1 {
+		e.restoreGC = raiseGCForLockstep()
+	}
 	return nil
 }
 
@@ -66,7 +70,12 @@ func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, 
 
 func (e *syncTrainer) epochEnd(context.Context, int, *progress) (stats, error) { return stats{}, nil }
 
-func (e *syncTrainer) end() {}
+func (e *syncTrainer) end() {
+	if e.restoreGC != nil {
+		e.restoreGC()
+		e.restoreGC = nil
+	}
+}
 
 // meshTrainer runs every step on the model's device mesh (variables laid out by a keras
 // distribution, mesh_hook.go).
