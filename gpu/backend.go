@@ -99,10 +99,18 @@ func Devices() []driver.Info {
 }
 
 // Status says in one line what the backend found: the GPUs with their memory and compute
-// capability and the driver, or why there is none (every place the driver was looked for).
+// capability and the driver, or why there is none: in a few words when no driver file exists
+// anywhere (a machine without NVIDIA's driver; Err lists every place looked), else the loader's error.
 func Status() string {
 	discover()
 	if len(st.devs) == 0 {
+		var le *driver.LoadError
+		if errors.As(st.err, &le) && errors.Is(st.err, driver.ErrNotFound) {
+			// No driver file anywhere (a machine without NVIDIA's driver): say so in a few
+			// words; Err lists every place looked.
+			return fmt.Sprintf("gpu: no GPU: no NVIDIA driver here (%s is neither on the dynamic loader's path nor in %d usual directories); set %s to its file if it is elsewhere",
+				le.Lib.Names[0], len(le.Lib.Dirs), le.Lib.Env)
+		}
 		return "gpu: no GPU: " + strings.TrimPrefix(st.err.Error(), "gpu/driver: ")
 	}
 	parts := make([]string, len(st.devs))
