@@ -95,39 +95,48 @@ func memRates(mib int) (read, cp float64) {
 	return read, cp
 }
 
-// tcpRate returns GB/s of one loopback TCP stream: a writer sends chunk-sized writes for
-// about d and the reader's bytes over its time are the figure.
-func tcpRate(ctx context.Context, d time.Duration) (float64, error) {
+// loopbackPair returns the two ends of a new loopback TCP connection.
+func loopbackPair(ctx context.Context) (a, b net.Conn, err error) {
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
-		return 0, fmt.Errorf("limits: loopback listen: %w", err)
+		return nil, nil, fmt.Errorf("limits: loopback listen: %w", err)
 	}
 	defer ln.Close()
-	done := make(chan error, 1)
+	accepted := make(chan net.Conn, 1)
 	go func() {
 		c, err := ln.Accept()
 		if err != nil {
-			done <- err
-			return
+			c = nil
 		}
-		defer c.Close()
-		buf := make([]byte, 4<<20)
-		end := time.Now().Add(d)
-		for time.Now().Before(end) {
-			if _, err := c.Write(buf); err != nil {
-				done <- err
-				return
-			}
-		}
-		done <- nil
+		accepted <- c
 	}()
 	var dl net.Dialer
-	c, err := dl.DialContext(ctx, "tcp", ln.Addr().String())
+	a, err = dl.DialContext(ctx, "tcp", ln.Addr().String())
 	if err != nil {
-		return 0, fmt.Errorf("limits: loopback dial: %w", err)
+		return nil, nil, fmt.Errorf("limits: loopback dial: %w", err)
 	}
-	defer c.Close()
+	if b = <-accepted; b == nil {
+		a.Close()
+		return nil, nil, fmt.Errorf("limits: loopback accept failed")
+	}
+	return a, b, nil
+}
+
+// writeUntil writes 4 MiB writes to c until end, then half-closes it so that the peer's
+// reader sees EOF.
+func writeUntil(c net.Conn, end time.Time) error {
+	buf := make([]byte, 4<<20)
+	for time.Now().Before(end) {
+		if _, err := c.Write(buf); err != nil {
+			return fmt.Errorf("limits: loopback write: %w", err)
+		}
+	}
+	return c.(*net.TCPConn).CloseWrite()
+}
+
+// readAll reads c to EOF and returns its rate in GB/s over the reading time.
+func readAll(c net.Conn) (float64, error) {
 	buf := make([]byte, 4<<20)
 	var total int64
 	t := time.Now()
@@ -141,91 +150,62 @@ func tcpRate(ctx context.Context, d time.Duration) (float64, error) {
 			return 0, fmt.Errorf("limits: loopback read: %w", err)
 		}
 	}
-	el := time.Since(t)
-	if err := <-done; err != nil {
-		return 0, fmt.Errorf("limits: loopback write: %w", err)
+	return float64(total) / time.Since(t).Seconds() / 1e9, nil
+}
+
+// tcpRate returns GB/s of one loopback TCP stream: a writer sends 4 MiB writes for about d
+// and the reader's bytes over its time are the figure.
+func tcpRate(ctx context.Context, d time.Duration) (float64, error) {
+	a, b, err := loopbackPair(ctx)
+	if err != nil {
+		return 0, err
 	}
-	return float64(total) / el.Seconds() / 1e9, nil
+	defer a.Close()
+	defer b.Close()
+	done := make(chan error, 1)
+	go func() { done <- writeUntil(b, time.Now().Add(d)) }()
+	r, err := readAll(a)
+	if werr := <-done; err == nil {
+		err = werr
+	}
+	return r, err
 }
 
 // tcpExchangeRate returns GB/s per direction of one loopback TCP connection carrying a
 // stream each way at once, as the two ranks of a ring all-reduce do (each sends its half
 // while it receives the other's): both ends write 4 MiB writes for about d while reading
-// what the other end writes. This, not tcpRate, bounds a 2-rank all-reduce's busbw, which
-// is the bytes each rank sends per second: on 2 cores the four copies (two sends, two
-// receives) share the cores that one stream has to itself.
+// what the other end writes; the figure is the slower direction's. This, not tcpRate,
+// bounds a 2-rank all-reduce's busbw, which is the bytes each rank sends per second: on 2
+// cores the four copies (two sends, two receives) share the cores that one stream has to
+// itself.
 func tcpExchangeRate(ctx context.Context, d time.Duration) (float64, error) {
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", "127.0.0.1:0")
+	a, b, err := loopbackPair(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("limits: loopback listen: %w", err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			accepted <- nil
-			return
-		}
-		accepted <- c
-	}()
-	var dl net.Dialer
-	a, err := dl.DialContext(ctx, "tcp", ln.Addr().String())
-	if err != nil {
-		return 0, fmt.Errorf("limits: loopback dial: %w", err)
+		return 0, err
 	}
 	defer a.Close()
-	b := <-accepted
-	if b == nil {
-		return 0, fmt.Errorf("limits: loopback accept failed")
-	}
 	defer b.Close()
-	type result struct {
-		n   int64
-		el  time.Duration
-		err error
-	}
-	res := make(chan result, 2)
 	end := time.Now().Add(d)
-	for _, c := range []net.Conn{a, b} {
-		go func(c net.Conn) { // writer: then half-close so the peer's reader sees EOF
-			buf := make([]byte, 4<<20)
-			for time.Now().Before(end) {
-				if _, err := c.Write(buf); err != nil {
-					res <- result{err: err}
-					return
-				}
-			}
-			c.(*net.TCPConn).CloseWrite()
-		}(c)
-		go func(c net.Conn) { // reader
-			buf := make([]byte, 4<<20)
-			var total int64
-			t := time.Now()
-			for {
-				k, err := c.Read(buf)
-				total += int64(k)
-				if err == io.EOF {
-					break
-				}
-				if err != nil {
-					res <- result{err: err}
-					return
-				}
-			}
-			res <- result{n: total, el: time.Since(t)}
-		}(c)
+	type result struct {
+		rate float64
+		err  error
 	}
-	var rates []float64
-	for range 2 {
+	res := make(chan result, 4)
+	for _, c := range []net.Conn{a, b} {
+		go func() { res <- result{-1, writeUntil(c, end)} }()
+		go func() { r, err := readAll(c); res <- result{r, err} }()
+	}
+	rate := -1.0
+	for range 4 {
 		r := <-res
 		if r.err != nil {
-			return 0, fmt.Errorf("limits: loopback exchange: %w", r.err)
+			return 0, r.err
 		}
-		rates = append(rates, float64(r.n)/r.el.Seconds()/1e9)
+		if r.rate >= 0 && (rate < 0 || r.rate < rate) {
+			rate = r.rate
+		}
 	}
-	return min(rates[0], rates[1]), nil
+	return rate, nil
 }
 
 func loadavg() string {
