@@ -67,22 +67,28 @@ func PrefixDataDir(prefix string) string {
 	return filepath.Join(prefix, "share", "jupyter")
 }
 
+// searchPath is a list of directories, first wins, without repeats.
+type searchPath []string
+
+// add appends d unless it is empty or already listed.
+func (p *searchPath) add(d string) {
+	if d == "" {
+		return
+	}
+	for _, e := range *p {
+		if e == d {
+			return
+		}
+	}
+	*p = append(*p, d)
+}
+
 // DataDirs returns the directories Jupyter searches for data, first wins: the entries of
 // $JUPYTER_PATH, the user data dir, the prefixes of active environments
 // ($CONDA_PREFIX, $VIRTUAL_ENV), then /usr/local/share/jupyter and /usr/share/jupyter.
 func DataDirs() []string {
-	var dirs []string
-	add := func(d string) {
-		if d == "" {
-			return
-		}
-		for _, e := range dirs {
-			if e == d {
-				return
-			}
-		}
-		dirs = append(dirs, d)
-	}
+	var dirs searchPath
+	add := dirs.add
 	for _, d := range filepath.SplitList(os.Getenv("JUPYTER_PATH")) {
 		add(strings.TrimRight(d, string(filepath.Separator)))
 	}
@@ -102,7 +108,7 @@ func DataDirs() []string {
 		add("/usr/local/share/jupyter")
 		add("/usr/share/jupyter")
 	}
-	return dirs
+	return []string(dirs)
 }
 
 // SpecDir returns where the godist kernelspec lives under a data directory.

@@ -39,18 +39,8 @@ func PrefixConfigDir(prefix string) string {
 // ($CONDA_PREFIX, $VIRTUAL_ENV), then /usr/etc/jupyter (Debian's Python prefix),
 // /usr/local/etc/jupyter and /etc/jupyter.
 func ConfigDirs() []string {
-	var dirs []string
-	add := func(d string) {
-		if d == "" {
-			return
-		}
-		for _, e := range dirs {
-			if e == d {
-				return
-			}
-		}
-		dirs = append(dirs, d)
-	}
+	var dirs searchPath
+	add := dirs.add
 	if u, err := UserConfigDir(); err == nil {
 		add(u)
 	}
@@ -76,7 +66,7 @@ func ConfigDirs() []string {
 		add("/usr/local/etc/jupyter")
 		add("/etc/jupyter")
 	}
-	return dirs
+	return []string(dirs)
 }
 
 // FindNBExtension returns the JavaScript file of the nbextension with require path require
