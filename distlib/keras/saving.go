@@ -395,15 +395,9 @@ func readModelFile(path string) (*modelFileConfig, []byte, error) {
 	return &fc, wb, nil
 }
 
-func optimizerFromConfig(c classConfig) (*Optimizer, error) {
-	num := func(k string) (float64, error) {
-		f, ok := c.Config[k].(float64)
-		if !ok {
-			return 0, fmt.Errorf("optimizer %s: %q is %v, want a number", c.ClassName, k, c.Config[k])
-		}
-		return f, nil
-	}
-	var opts []OptimizerOption
+func optimizerFromConfig(c classConfig) (o *Optimizer, err error) {
+	defer recoverErr("optimizer "+c.ClassName, &err)
+	opts := []OptimizerOption{}
 	lr := 0.0
 	switch v := c.Config["learning_rate"].(type) {
 	case float64:
@@ -417,51 +411,30 @@ func optimizerFromConfig(c classConfig) (*Optimizer, error) {
 	default:
 		return nil, fmt.Errorf("optimizer %s: learning_rate is %v, want a number or a schedule", c.ClassName, c.Config["learning_rate"])
 	}
-	hp := func(keys ...string) ([]float64, error) {
-		out := make([]float64, len(keys))
-		for i, k := range keys {
-			f, err := num(k)
-			if err != nil {
-				return nil, err
-			}
-			out[i] = f
-		}
-		return out, nil
+	// The hyperparameters each optimizer's config holds, and the option that sets each.
+	hps := map[string][]struct {
+		key string
+		opt func(float64) OptimizerOption
+	}{
+		"SGD":     {{"momentum", Momentum}},
+		"Adam":    {{"beta_1", Beta1}, {"beta_2", Beta2}, {"epsilon", Epsilon}},
+		"RMSprop": {{"rho", Rho}, {"momentum", Momentum}, {"epsilon", Epsilon}},
 	}
-	var (
-		o   *Optimizer
-		err error
-	)
-	func() {
-		defer recoverErr("optimizer "+c.ClassName, &err)
-		switch c.ClassName {
-		case "SGD":
-			v, e := hp("momentum")
-			if e != nil {
-				err = e
-				return
-			}
-			nesterov, _ := c.Config["nesterov"].(bool)
-			o = SGD(lr, append(opts, Momentum(v[0]), Nesterov(nesterov))...)
-		case "Adam":
-			v, e := hp("beta_1", "beta_2", "epsilon")
-			if e != nil {
-				err = e
-				return
-			}
-			o = Adam(lr, append(opts, Beta1(v[0]), Beta2(v[1]), Epsilon(v[2]))...)
-		case "RMSprop":
-			v, e := hp("rho", "momentum", "epsilon")
-			if e != nil {
-				err = e
-				return
-			}
-			o = RMSprop(lr, append(opts, Rho(v[0]), Momentum(v[1]), Epsilon(v[2]))...)
-		default:
-			err = fmt.Errorf("optimizer class %q: godist has SGD, Adam and RMSprop", c.ClassName)
+	mk := map[string]func(float64, ...OptimizerOption) *Optimizer{"SGD": SGD, "Adam": Adam, "RMSprop": RMSprop}[c.ClassName]
+	if mk == nil {
+		return nil, fmt.Errorf("optimizer class %q: godist has SGD, Adam and RMSprop", c.ClassName)
+	}
+	for _, h := range hps[c.ClassName] {
+		f, ok := c.Config[h.key].(float64)
+		if !ok {
+			return nil, fmt.Errorf("optimizer %s: %q is %v, want a number", c.ClassName, h.key, c.Config[h.key])
 		}
-	}()
-	return o, err
+		opts = append(opts, h.opt(f))
+	}
+	if nesterov, _ := c.Config["nesterov"].(bool); c.ClassName == "SGD" && nesterov {
+		opts = append(opts, Nesterov(true))
+	}
+	return mk(lr, opts...), nil
 }
 
 func scheduleFromConfig(v map[string]any) (LearningRateSchedule, error) {

@@ -256,6 +256,10 @@ func TestLoadModelErrors(t *testing.T) {
 			"was saved by Keras 3.3.3 (weights in HDF5), which godist does not read"},
 		{write("lstm.keras", rezip(modelConfigEntry, func(b []byte) []byte { return bytes.Replace(b, []byte(`"Flatten"`), []byte(`"LSTM"`), 1) })), nil,
 			`layer 4: layers: invalid argument: layer class "LSTM" is not one godist knows`},
+		{write("adagrad.keras", rezip(modelConfigEntry, func(b []byte) []byte { return bytes.Replace(b, []byte(`"Adam"`), []byte(`"Adagrad"`), 1) })), nil,
+			`optimizer class "Adagrad": godist has SGD, Adam and RMSprop`},
+		{write("nobeta.keras", rezip(modelConfigEntry, func(b []byte) []byte { return bytes.Replace(b, []byte(`"beta_1"`), []byte(`"beta_one"`), 1) })), nil,
+			`optimizer Adam: "beta_1" is <nil>, want a number`},
 		{good, nil, `the custom loss "my_loss" (keras.LossFunc), which a file cannot hold: pass it, LoadModel(path, keras.WithCustomLoss(`},
 	}
 	for _, c := range cases {
