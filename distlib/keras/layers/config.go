@@ -267,11 +267,17 @@ func (r *configReader) boolean(key string, def bool) bool {
 	return b
 }
 
-func (r *configReader) number(key string) float64 {
+// required returns key's value, or panics saying it is missing.
+func (r *configReader) required(key string) any {
 	v, ok := r.get(key)
 	if !ok {
 		panic(fmt.Errorf("%w: %q is missing", ErrInvalidArgument, key))
 	}
+	return v
+}
+
+func (r *configReader) number(key string) float64 {
+	v := r.required(key)
 	f, isNum := toFloat(v)
 	if !isNum {
 		r.bad(key, v, "a number")
@@ -305,10 +311,7 @@ func toInt(v any) (int, bool) {
 }
 
 func (r *configReader) integer(key string) int {
-	v, ok := r.get(key)
-	if !ok {
-		panic(fmt.Errorf("%w: %q is missing", ErrInvalidArgument, key))
-	}
+	v := r.required(key)
 	n, isInt := toInt(v)
 	if !isInt {
 		r.bad(key, v, "an integer")
@@ -364,13 +367,13 @@ func (r *configReader) ints(key string) []int {
 // windows are square).
 func (r *configReader) square(key string) int {
 	s := r.ints(key)
+	if len(s) == 0 {
+		r.bad(key, s, "a size")
+	}
 	for _, d := range s[1:] {
 		if d != s[0] {
 			panic(fmt.Errorf("%w: %q is %v: godist's windows and strides are square (the same in every dimension)", ErrInvalidArgument, key, s))
 		}
-	}
-	if len(s) == 0 {
-		r.bad(key, s, "a size")
 	}
 	return s[0]
 }

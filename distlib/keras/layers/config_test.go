@@ -108,6 +108,7 @@ func TestFromConfigErrors(t *testing.T) {
 		{"Dense", `{"units": 4, "dtype": "float16"}`, `dtype "float16": godist layers compute in float32`},
 		{"Dense", `{"units": 4, "kernel_regularizer": {"class_name": "OrthogonalRegularizer"}}`, `godist knows the regularizers L1, L2 and L1L2`},
 		{"Conv2D", `{"filters": 4, "kernel_size": [3, 5], "strides": [1, 1]}`, `"kernel_size" is [3 5]: godist's windows and strides are square`},
+		{"MaxPooling2D", `{"pool_size": [], "strides": [2, 2]}`, `"pool_size" is [], want a size`},
 		{"InputLayer", `{"batch_shape": [28, 28]}`, `"batch_shape" is [28,28], want [null, d1, d2, ...]`},
 		{"Dense", `{"units": 4, "batch_input_shape": [null, 0]}`, `dimension 0 is 0`},
 	}
