@@ -61,6 +61,16 @@ type GRPCOptions struct {
 	// TCP port the system picks, on the host of Listener, and peers send their messages there
 	// after proving the cluster token; a peer that offers no data port is reached over gRPC.
 	GRPCOnly bool
+	// NoSharedMemory makes this rank answer no in SharedMemory's agreement (it still takes
+	// part, so no peer waits for it), and with it every rank of the group: the collectives
+	// then move every byte with Send and Recv, as between hosts.
+	NoSharedMemory bool
+	// SharedMemoryBytes is the size of this rank's region of shared memory (a file in
+	// /dev/shm, created at the first SharedMemory call and removed once the group agreed),
+	// rounded down to 64 bytes; 0 means 1 GiB. The file is sparse: only the buffers
+	// allocated in it use memory, committed at Alloc, so that a full /dev/shm (64 MB in a
+	// Docker container by default) fails an Alloc rather than a later write.
+	SharedMemoryBytes int
 }
 
 // GRPC is one rank's endpoint of a group of processes that talk gRPC. Peers meet through a
@@ -94,6 +104,8 @@ type GRPC struct {
 
 	closeOnce sync.Once
 	serveDone chan struct{}
+
+	shm shmState
 }
 
 type healthConfig struct{ interval, timeout time.Duration }
@@ -124,6 +136,9 @@ func NewGRPC(rank int, addrs []string, opts GRPCOptions) (*GRPC, error) {
 	if rank < 0 || rank >= len(addrs) {
 		return nil, fmt.Errorf("transport: grpc: rank %d outside the %d addresses", rank, len(addrs))
 	}
+	if opts.SharedMemoryBytes < 0 {
+		return nil, fmt.Errorf("transport: grpc: GRPCOptions.SharedMemoryBytes %d is negative (0 means 1 GiB)", opts.SharedMemoryBytes)
+	}
 	if opts.Token == "" {
 		return nil, errors.New("transport: grpc: empty cluster token: set GODIST_CLUSTER_TOKEN (the same on every task) or GRPCOptions.Token")
 	}
@@ -145,6 +160,10 @@ func NewGRPC(rank int, addrs []string, opts GRPCOptions) (*GRPC, error) {
 		ctl:   make([]*grpc.ClientConn, len(addrs)), seen: make([]chan struct{}, len(addrs)),
 		seenOnce: make([]sync.Once, len(addrs)), done: make(chan struct{}),
 		health: healthConfig{opts.HealthCheckInterval, opts.HealthCheckTimeout}}
+	g.shm = shmState{sem: make(chan struct{}, 1), no: opts.NoSharedMemory, bytes: opts.SharedMemoryBytes}
+	if g.shm.bytes == 0 {
+		g.shm.bytes = shmDefault
+	}
 	if g.health.timeout <= 0 {
 		g.health.timeout = 3 * g.health.interval
 	}
@@ -283,7 +302,10 @@ func (g *GRPC) Recv(ctx context.Context, from int, tag string) ([]byte, error) {
 func (g *GRPC) Release(b []byte) { g.bufs.put(b) }
 
 // Close stops serving, closes the connections and fails pending Recv calls with ErrClosed.
+// It unmaps the shared memory (slices of it must not be used afterwards) and removes this
+// rank's file from /dev/shm if it is still there.
 func (g *GRPC) Close() error {
+	var err error
 	g.closeOnce.Do(func() {
 		close(g.done)
 		g.box.close(ErrClosed)
@@ -313,8 +335,9 @@ func (g *GRPC) Close() error {
 		}
 		g.watchWG.Wait()
 		g.closeCtl()
+		err = g.closeShm()
 	})
-	return nil
+	return err
 }
 
 func (g *GRPC) closeCtl() {

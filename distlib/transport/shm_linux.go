@@ -1,0 +1,129 @@
+package transport
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+const shmDir = "/dev/shm"
+
+// mapOwn creates this rank's region: a file in /dev/shm of shmHeader+bytes bytes (sparse),
+// mapped read-write, its header written. Its arena commits pages with fallocate, so that a
+// full /dev/shm fails an Alloc rather than raising SIGBUS at a later write.
+func mapOwn(rank, size int) (*shmFile, error) {
+	var rnd [8]byte
+	f := &shmFile{fd: -1, own: true}
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return nil, err
+	}
+	if _, err := rand.Read(f.nonce[:]); err != nil {
+		return nil, err
+	}
+	f.path = filepath.Join(shmDir, fmt.Sprintf("%s%d-%s", shmPrefix, os.Getpid(), hex.EncodeToString(rnd[:])))
+	fd, err := unix.Open(f.path, unix.O_RDWR|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, &os.PathError{Op: "create", Path: f.path, Err: err}
+	}
+	f.fd = fd
+	fail := func(op string, err error) (*shmFile, error) {
+		f.close()
+		return nil, &os.PathError{Op: op, Path: f.path, Err: err}
+	}
+	total := int64(shmHeader) + int64(size)
+	if err := unix.Ftruncate(fd, total); err != nil {
+		return fail("truncate", err)
+	}
+	if err := unix.Fallocate(fd, 0, 0, shmHeader); err != nil {
+		return fail("fallocate", err)
+	}
+	if f.data, err = unix.Mmap(fd, 0, int(total), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED); err != nil {
+		return fail("mmap", err)
+	}
+	copy(f.data, shmMagic)
+	binary.LittleEndian.PutUint64(f.data[len(shmMagic):], uint64(rank))
+	copy(f.data[len(shmMagic)+8:], f.nonce[:])
+	f.floats = floatsOf(f.data[shmHeader:])
+	if f.arena, err = newArena(f.floats, func(off, n int) error {
+		return unix.Fallocate(fd, 0, int64(shmHeader)+4*int64(off), 4*int64(n))
+	}); err != nil {
+		return fail("map", err)
+	}
+	return f, nil
+}
+
+// mapPeer maps a peer's region read-only and checks that its header carries the rank and
+// nonce the peer offered: only then is it the peer's memory (a file of the same name on
+// another host or in another container fails the check).
+func mapPeer(path string, rank int, nonce []byte) (*shmFile, error) {
+	if filepath.Dir(path) != shmDir || !strings.HasPrefix(filepath.Base(path), shmPrefix) {
+		return nil, fmt.Errorf("transport: shared memory: rank %d offered %q, not a godist file in %s", rank, path, shmDir)
+	}
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return nil, &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < shmHeader {
+		return nil, fmt.Errorf("transport: shared memory: %s of rank %d is not a region", path, rank)
+	}
+	data, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
+	}
+	if !bytes.Equal(data[:len(shmMagic)], []byte(shmMagic)) ||
+		binary.LittleEndian.Uint64(data[len(shmMagic):]) != uint64(rank) ||
+		!bytes.Equal(data[len(shmMagic)+8:len(shmMagic)+8+32], nonce) {
+		_ = unix.Munmap(data)
+		return nil, fmt.Errorf("transport: shared memory: %s does not hold rank %d's region (another host or container?)", path, rank)
+	}
+	return &shmFile{path: path, fd: -1, data: data, floats: floatsOf(data[shmHeader:])}, nil
+}
+
+func floatsOf(b []byte) []float32 {
+	if len(b) < 4 {
+		return nil
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(unsafe.SliceData(b))), len(b)/4)
+}
+
+// unlink removes an own region's file; the mappings stay.
+func (f *shmFile) unlink() error {
+	if !f.own || f.unlinked {
+		return nil
+	}
+	f.unlinked = true
+	if err := unix.Unlink(f.path); err != nil && !errors.Is(err, unix.ENOENT) {
+		return &os.PathError{Op: "remove", Path: f.path, Err: err}
+	}
+	return nil
+}
+
+// close unmaps the region, closes its file and removes it if it is this rank's own.
+func (f *shmFile) close() error {
+	err := f.unlink()
+	if f.data != nil {
+		if e := unix.Munmap(f.data); e != nil && err == nil {
+			err = e
+		}
+		f.data, f.floats = nil, nil
+	}
+	if f.fd >= 0 {
+		_ = unix.Close(f.fd)
+		f.fd = -1
+	}
+	return err
+}
