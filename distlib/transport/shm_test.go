@@ -224,7 +224,9 @@ func TestGRPCSharedMemoryRefused(t *testing.T) {
 			t.Fatalf("rank %d: AllReduce after the agreement = %v, %v; want 6", i, bufs[i], errs[i])
 		}
 	}
-	if _, err := NewGRPC(0, addrs, GRPCOptions{Token: "k", Listener: mustListen(t), SharedMemoryBytes: -1}); err == nil ||
+	l := mustListen(t)
+	defer l.Close()
+	if _, err := NewGRPC(0, addrs, GRPCOptions{Token: "k", Listener: l, SharedMemoryBytes: -1}); err == nil ||
 		!strings.Contains(err.Error(), "SharedMemoryBytes -1") {
 		t.Errorf("NewGRPC with negative SharedMemoryBytes = %v, want an error naming it", err)
 	}
