@@ -3,8 +3,13 @@
 // ../shared/peers/allreduce_gloo.py prints (algbw = bytes/time, busbw = algbw*2(n-1)/n, time
 // per iteration the max over ranks, median over iterations).
 //
+// By default the ranks, being processes on one host, share memory (collective.Sharer) and the
+// buffer is allocated in it, as the Bucketer allocates its buckets: each rank reads the
+// others' values in place. --no-shm moves every byte over the TCP ring, as between hosts (and
+// as for a buffer outside shared memory).
+//
 //	go run ./bench/allreduce [--world 2] [--iters 30] [--warmup 3] [--chunk BYTES] [--sizes 1,16,64]
-//	    [--grpc-only] [--cpuprofile PATH]
+//	    [--grpc-only] [--no-shm] [--cpuprofile PATH]
 package main
 
 import (
@@ -45,6 +50,7 @@ func main() {
 	warmup := flag.Int("warmup", 3, "untimed iterations per size")
 	chunk := flag.Int("chunk", collective.DefaultChunkBytes, "ring chunk size in bytes")
 	grpcOnly := flag.Bool("grpc-only", false, "send over gRPC streams instead of the TCP data path")
+	noShm := flag.Bool("no-shm", false, "do not share memory between the ranks: every byte over the transport")
 	sizes := flag.String("sizes", "1,16,64", "comma-separated buffer sizes in MiB")
 	profile := flag.String("cpuprofile", "", "write each rank's CPU profile to this path plus .rankN")
 	flag.Parse()
@@ -66,7 +72,7 @@ func main() {
 			}
 			defer func() { pprof.StopCPUProfile(); f.Close() }()
 		}
-		err = child(rank, strings.Split(os.Getenv("ALLREDUCE_BENCH_ADDRS"), ","), *iters, *warmup, *chunk, *grpcOnly)
+		err = child(rank, strings.Split(os.Getenv("ALLREDUCE_BENCH_ADDRS"), ","), *iters, *warmup, *chunk, *grpcOnly, *noShm)
 	} else {
 		err = parent(*world)
 	}
@@ -116,8 +122,8 @@ func parent(world int) error {
 	return first
 }
 
-func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly bool) error {
-	t, err := listenRetry(rank, addrs, grpcOnly)
+func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly, noShm bool) error {
+	t, err := listenRetry(rank, addrs, grpcOnly, noShm)
 	if err != nil {
 		return err
 	}
@@ -126,15 +132,27 @@ func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly bool) er
 	defer cancel()
 	opts := collective.CommunicationOptions{Timeout: time.Minute, ChunkBytes: chunk}
 	n := len(addrs)
+	sm, err := t.SharedMemory(ctx)
+	if err != nil {
+		return err
+	}
+	path := "TCP data path"
+	switch {
+	case grpcOnly && sm == nil:
+		path = "gRPC streams only"
+	case sm != nil:
+		path = "shared memory, buffers allocated there"
+	}
 	if rank == 0 {
-		path := "TCP data path"
-		if grpcOnly {
-			path = "gRPC streams only"
-		}
-		fmt.Printf("godist ring all-reduce over transport.GRPC (%s), world %d, chunk %d B | GB/s = 1e9 B/s\n", path, n, chunk)
+		fmt.Printf("godist all-reduce over transport.GRPC (%s), world %d, chunk %d B | GB/s = 1e9 B/s\n", path, n, chunk)
 	}
 	for _, mib := range sizesMiB {
 		buf := make([]float32, mib<<20/4)
+		if sm != nil {
+			if buf, err = sm.Alloc(mib << 20 / 4); err != nil {
+				return err
+			}
+		}
 		for i := range buf {
 			buf[i] = 1
 		}
@@ -172,20 +190,23 @@ func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly bool) er
 				med = (float64(times[len(times)/2-1]) + med) / 2
 			}
 			alg := float64(mib<<20) / med / 1e9
-			out, _ := json.Marshal(map[string]any{"size_MiB": mib, "median_ms": round(med * 1e3), "algbw_GBps": round(alg),
+			out, _ := json.Marshal(map[string]any{"path": path, "size_MiB": mib, "median_ms": round(med * 1e3), "algbw_GBps": round(alg),
 				"busbw_GBps": round(alg * 2 * float64(n-1) / float64(n)), "min_ms": round(float64(times[0]) * 1e3)})
 			fmt.Println(string(out))
+		}
+		if sm != nil {
+			sm.Free(buf)
 		}
 	}
 	return collective.Barrier(ctx, t, opts)
 }
 
-func listenRetry(rank int, addrs []string, grpcOnly bool) (*transport.GRPC, error) {
+func listenRetry(rank int, addrs []string, grpcOnly, noShm bool) (*transport.GRPC, error) {
 	var err error
 	for range 100 {
 		var l net.Listener
 		if l, err = net.Listen("tcp", addrs[rank]); err == nil {
-			return transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: os.Getenv("ALLREDUCE_BENCH_TOKEN"), Listener: l, GRPCOnly: grpcOnly})
+			return transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: os.Getenv("ALLREDUCE_BENCH_TOKEN"), Listener: l, GRPCOnly: grpcOnly, NoSharedMemory: noShm})
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

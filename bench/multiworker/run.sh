@@ -25,6 +25,8 @@ bench_machine
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
   OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2.jsonl"
+  # The same without shared memory: the gradients cross loopback TCP, as between hosts.
+  GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
   # The co-located bound: two independent one-worker processes side by side (no
   # communication) share the cores and the memory as the two workers do.
   for side in a b; do
@@ -48,10 +50,12 @@ def load(name):
     allr = statistics.median(r for r, _ in ws)
     clean = [r for r, o in ws if o < 0.1]
     return cfg, allr, (statistics.median(clean) if clean else None), f"{len(clean)}/{len(ws)}"
-res = {k: load(k) for k in ("go1", "go2", "py1", "py2")}
+res = {k: load(k) for k in ("go1", "go2", "go2tcp", "py1", "py2")}
 for k, (cfg, a, c, n) in res.items():
     print(f"{k} [{cfg}]: median {a:.0f} samples/s all windows, clean {c and round(c)} ({n})")
 g, p = res["go2"][1] / res["go1"][1], res["py2"][1] / res["py1"][1]
+print(f"godist 2 workers without shared memory (GODIST_SHARED_MEMORY=0, the all-reduce over loopback TCP): "
+      f"{res['go2tcp'][1] / res['go1'][1]:.2f}x one worker")
 line = f"multiworker 2x1 vs 1x1: godist {g:.2f}x, DDP {p:.2f}x over all windows"
 if all(res[k][2] for k in res):
     line += f"; clean windows: godist {res['go2'][2] / res['go1'][2]:.2f}x, DDP {res['py2'][2] / res['py1'][2]:.2f}x"
@@ -72,5 +76,5 @@ if bounds:
     b = statistics.median(bounds)
     print(f"co-located bound (2 independent 1-worker processes side by side): {b:.0f} samples/s "
           f"(rounds {', '.join(f'{x:.0f}' for x in bounds)}); MWMS 2 workers {res['go2'][1]:.0f} = {res['go2'][1] / b:.2f} of the bound "
-          f"(goal >= 0.9: {'met' if res['go2'][1] / b >= 0.9 else 'not met'})")
+          f"(goal >= 0.9: {'met' if res['go2'][1] / b >= 0.9 else 'not met'}); without shared memory {res['go2tcp'][1] / b:.2f}")
 PY

@@ -26,6 +26,18 @@ func BindAllFromEnv() bool {
 	return err == nil && v
 }
 
+// SharedMemoryEnv is the environment variable that, set to 0 (or false), keeps the tasks of
+// one host from sharing memory: their all-reduces then move every byte over TCP, as between
+// hosts. By default tasks that find they can map each other's memory (processes of one
+// host, with /dev/shm) read each other's buffers there.
+const SharedMemoryEnv = "GODIST_SHARED_MEMORY"
+
+// NoSharedMemoryFromEnv reports whether GODIST_SHARED_MEMORY turns shared memory off.
+func NoSharedMemoryFromEnv() bool {
+	v, err := strconv.ParseBool(os.Getenv(SharedMemoryEnv))
+	return err == nil && !v
+}
+
 // ServerOptions configures NewServer.
 type ServerOptions struct {
 	// Token is the cluster token; "" reads GODIST_CLUSTER_TOKEN.
@@ -93,7 +105,7 @@ func NewServer(r Resolver, opts ServerOptions) (*Server, error) {
 		addrs = append(addrs, a)
 	}
 	tr, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token, Listener: opts.Listener,
-		BindAll: opts.BindAll || BindAllFromEnv()})
+		BindAll: opts.BindAll || BindAllFromEnv(), NoSharedMemory: NoSharedMemoryFromEnv()})
 	if err != nil {
 		return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
 	}

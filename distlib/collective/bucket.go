@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 )
 
@@ -22,6 +23,7 @@ const DefaultBucketBytes = 25 << 20
 // same sizes; the order in which tensors are added may differ between ranks.
 type Bucketer struct {
 	t      Transport
+	shared *sharedBuckets // the buckets moved to shared memory, freed with the Bucketer
 	op     ReduceOp
 	opts   []Option
 	tag    string
@@ -43,6 +45,24 @@ type bucket struct {
 	members []int
 	pending int
 	err     error
+	placed  bool // the move to shared memory was tried
+}
+
+// sharedBuckets are the bucket buffers a Bucketer allocated in shared memory; a cleanup
+// frees them once the Bucketer is unreachable.
+type sharedBuckets struct {
+	mu   sync.Mutex
+	sm   SharedMemory
+	bufs [][]float32
+}
+
+func (s *sharedBuckets) free() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range s.bufs {
+		s.sm.Free(b)
+	}
+	s.bufs = nil
 }
 
 // NewBucketer lays out tensors of the given sizes (in index order) into buckets of at most
@@ -62,7 +82,7 @@ func NewBucketer(t Transport, sizes []int, bucketBytes int, op ReduceOp, opts ..
 	}
 	capElems := max(bucketBytes/4, 1)
 	b := &Bucketer{t: t, op: op, opts: opts, tag: newConfig("bucket", opts).tag, sizes: append([]int{}, sizes...),
-		where: make([]slot, len(sizes)), grads: make([][]float32, len(sizes))}
+		where: make([]slot, len(sizes)), grads: make([][]float32, len(sizes)), shared: &sharedBuckets{}}
 	var cur *bucket
 	for i, n := range sizes {
 		if n < 0 {
@@ -77,7 +97,52 @@ func NewBucketer(t Transport, sizes []int, bucketBytes int, op ReduceOp, opts ..
 		cur.members = append(cur.members, i)
 	}
 	b.reset()
+	runtime.AddCleanup(b, (*sharedBuckets).free, b.shared)
 	return b, nil
+}
+
+// Buffer returns the memory that holds tensor i inside its bucket. A gradient computed
+// into it (or copied there) and passed to Add is not copied again, and Wait leaves the
+// reduced values there. It is the same memory from step to step, except that the first
+// all-reduce of a bucket may move the bucket to the ranks' shared memory: ask for it
+// again every step.
+func (b *Bucketer) Buffer(i int) []float32 {
+	if i < 0 || i >= len(b.sizes) {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := b.where[i]
+	return b.bucket[s.bucket].buf[s.offset : s.offset+b.sizes[i] : s.offset+b.sizes[i]]
+}
+
+// place moves bucket bk into the ranks' shared memory once, when the transport has it,
+// so that AllReduce reads it in place rather than through a scratch copy.
+func (b *Bucketer) place(ctx context.Context, bk *bucket) {
+	b.mu.Lock()
+	placed := bk.placed
+	bk.placed = true
+	b.mu.Unlock()
+	sh, ok := b.t.(Sharer)
+	if placed || !ok || 4*len(bk.buf) < sharedMinBytes {
+		return
+	}
+	sm, err := sh.SharedMemory(ctx)
+	if err != nil || sm == nil {
+		return // AllReduce reports the error, or runs the ring
+	}
+	nb, err := sm.Alloc(len(bk.buf))
+	if err != nil {
+		return // no room: AllReduce copies through scratch memory or runs the ring
+	}
+	b.shared.mu.Lock()
+	b.shared.sm = sm
+	b.shared.bufs = append(b.shared.bufs, nb)
+	b.shared.mu.Unlock()
+	b.mu.Lock()
+	copy(nb, bk.buf)
+	bk.buf = nb
+	b.mu.Unlock()
 }
 
 // NumBuckets reports how many buckets the tensors were packed into.
@@ -114,12 +179,15 @@ func (b *Bucketer) Add(i int, grad []float32) error {
 	b.grads[i] = grad
 	s := b.where[i]
 	bk := b.bucket[s.bucket]
-	copy(bk.buf[s.offset:], grad)
+	if !aliasesF(grad, bk.buf[s.offset:]) {
+		copy(bk.buf[s.offset:], grad)
+	}
 	bk.pending--
 	if bk.pending == 0 {
 		b.wg.Add(1)
 		go func(k int, bk *bucket, ctx context.Context) {
 			defer b.wg.Done()
+			b.place(ctx, bk)
 			opts := append(append([]Option{}, b.opts...), Tag(fmt.Sprintf("%s/%d", b.tag, k)))
 			if err := AllReduce(ctx, b.t, bk.buf, b.op, opts...); err != nil {
 				bk.err = fmt.Errorf("bucket %d: %w", k, err)
@@ -167,7 +235,9 @@ func (b *Bucketer) Wait(ctx context.Context) error {
 	}
 	for i, g := range b.grads {
 		s := b.where[i]
-		copy(g, b.bucket[s.bucket].buf[s.offset:])
+		if src := b.bucket[s.bucket].buf[s.offset:]; !aliasesF(g, src) {
+			copy(g, src)
+		}
 	}
 	return nil
 }

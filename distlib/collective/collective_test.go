@@ -17,9 +17,20 @@ import (
 // runRanks runs fn for every rank of an in-memory group of n and returns the errors by rank.
 func runRanks(t *testing.T, n int, fn func(ctx context.Context, tr collective.Transport) error) []error {
 	t.Helper()
+	g := transport.NewMem(n)
+	group := make([]collective.Transport, n)
+	for r := range g {
+		group[r] = g[r]
+	}
+	return runGroup(t, group, fn)
+}
+
+// runGroup runs fn for every rank of group and returns the errors by rank.
+func runGroup(t *testing.T, g []collective.Transport, fn func(ctx context.Context, tr collective.Transport) error) []error {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	g := transport.NewMem(n)
+	n := len(g)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for r := range n {

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unsafe"
+
+	"godist/internal/simd"
 )
 
 // Releaser is an optional upgrade of Transport: Release hands back a slice that Recv
@@ -41,7 +43,10 @@ type Poster interface {
 // AllReduce combines buf across all ranks with op and leaves the result in buf on every rank.
 // It runs a ring: reduce-scatter then all-gather, each step cut into chunks of
 // CommunicationOptions.ChunkBytes so that reducing a chunk overlaps with moving the next.
-// Every rank must pass a buffer of the same length (0 is allowed).
+// When the ranks share memory (the transport is a Sharer whose SharedMemory is not nil),
+// a buffer allocated there (SharedMemory.Alloc) is instead read by the other ranks where it
+// lies, and one under 64 KiB travels whole in one round of messages; other buffers take the
+// ring. Every rank must pass a buffer of the same length (0 is allowed).
 func AllReduce(ctx context.Context, t Transport, buf []float32, op ReduceOp, opts ...Option) error {
 	p, err := newPeer(t, "allreduce", opts)
 	if err != nil {
@@ -53,6 +58,17 @@ func AllReduce(ctx context.Context, t Transport, buf []float32, op ReduceOp, opt
 	n, r := t.Size(), t.Rank()
 	if n == 1 {
 		return nil
+	}
+	if sh, ok := t.(Sharer); ok {
+		sm, err := p.sharedMemory(ctx, sh)
+		if err != nil {
+			return err
+		}
+		if sm != nil {
+			if done, err := allReduceShared(ctx, p, sm, buf, op); done || err != nil {
+				return err
+			}
+		}
 	}
 	right, left := (r+1)%n, (r-1+n)%n
 	ce := pipelineChunk(p.c.chunkBytes/4, len(buf)/n)
@@ -290,6 +306,11 @@ func aliases(b []byte, f []float32) bool {
 	return len(f) > 0 && len(b) > 0 && unsafe.Pointer(&b[0]) == unsafe.Pointer(&f[0])
 }
 
+// aliasesF reports whether a and b start at the same value.
+func aliasesF(a, b []float32) bool {
+	return len(a) > 0 && len(b) > 0 && &a[0] == &b[0]
+}
+
 // view returns b as float32 values without copying when b is 4-byte aligned.
 func view(b []byte) ([]float32, bool) {
 	if len(b) == 0 {
@@ -317,6 +338,11 @@ func reduce(op ReduceOp, dst []float32, b []byte) {
 		src = make([]float32, len(dst))
 		decode(src, b)
 	}
+	reduceF(op, dst, src)
+}
+
+// reduceF combines src into dst element-wise with op (len(src) >= len(dst)).
+func reduceF(op ReduceOp, dst, src []float32) {
 	src = src[:len(dst)]
 	switch op {
 	case Sum, Mean:
@@ -432,11 +458,12 @@ func (s *sender) fail(err error) error {
 	return err
 }
 
-// addTo adds src into dst element-wise (len(src) >= len(dst)), eight values per iteration
-// with the bounds checks hoisted, which the compiler turns into straight-line loads and adds.
+// addTo adds src into dst element-wise (len(src) >= len(dst)): AVX-512 where the CPU has it,
+// then eight values per iteration with the bounds checks hoisted, which the compiler turns
+// into straight-line loads and adds.
 func addTo(dst, src []float32) {
 	src = src[:len(dst)]
-	i := 0
+	i := simd.Add(dst, src)
 	for ; i+8 <= len(dst); i += 8 {
 		d, s := dst[i:i+8:i+8], src[i:i+8:i+8]
 		d[0] += s[0]

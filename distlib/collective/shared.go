@@ -1,6 +1,11 @@
 package collective
 
-import "context"
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
 
 // SharedMemory is memory that every rank of a group can read: each rank allocates buffers in
 // its own region and reads the regions of the others. Processes on one host share it through
@@ -31,4 +36,195 @@ type Sharer interface {
 	// same answer; later calls return the first call's. An error (the context ended, a peer
 	// was lost) is returned by every later call too.
 	SharedMemory(ctx context.Context) (SharedMemory, error)
+}
+
+// sharedMinBytes is the smallest all-reduce that reads the other ranks' memory where it
+// lies. A smaller one sends its values to every other rank in its first message and each
+// rank reduces them all: one round of messages, where reading in place takes three.
+const sharedMinBytes = 64 << 10
+
+// sharedChunk is how many values the shared all-reduce sums at a time in a buffer of its own
+// (it stays in the first-level cache), so that every segment sums the ranks in rank order
+// whichever rank owns it.
+const sharedChunk = 4 << 10
+
+// The first message of a shared all-reduce: the buffer's length, then where it lies in the
+// sender's shared memory, or one of these.
+const (
+	postNowhere = -1 // the buffer lies outside shared memory: every rank runs the ring
+	postInline  = -2 // a small buffer: its values follow
+)
+
+// allReduceShared is AllReduce for ranks that share memory and whose buffers lie in it (from
+// SharedMemory.Alloc, as the Bucketer's buckets do). Each rank tells the others where its
+// buffer lies, reduces its own segment reading every rank's values where they are, and, once
+// all have, copies the other segments from their owners. Three rounds of small messages
+// order these steps: "here is my buffer", "my segment is reduced", "I have read yours".
+// A buffer under sharedMinBytes travels in the first message instead, and every rank reduces
+// all of them: one round. Every segment sums the ranks in rank order, so all ranks hold the
+// same values.
+//
+// The first round also checks that the lengths agree. It reports false, having changed
+// nothing, when some rank's large buffer lies outside shared memory: every rank learns it
+// from that round and runs the ring. (Copying such a buffer into shared memory and back costs
+// more than the ring, which moves it a cache-sized chunk at a time: measured in
+// bench/RESULTS.md.)
+func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float32, op ReduceOp) (bool, error) {
+	n, r := p.t.Size(), p.t.Rank()
+	small := 4*len(buf) < sharedMinBytes
+	post := make([]byte, 16)
+	off := int64(postInline)
+	if small {
+		post = append(post, encode(buf)...)
+	} else if o, ok := sm.Offset(buf); ok {
+		off = int64(o)
+	} else {
+		off = postNowhere
+	}
+	binary.LittleEndian.PutUint64(post, uint64(len(buf)))
+	binary.LittleEndian.PutUint64(post[8:], uint64(off))
+	posts, err := p.exchange(ctx, "/shm", post)
+	defer p.releaseAll(posts)
+	if err != nil {
+		return false, err
+	}
+	views := make([][]float32, n)
+	views[r] = buf
+	placed := off >= 0
+	for q, b := range posts {
+		if q == r {
+			continue
+		}
+		if len(b) < 16 {
+			return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message of %d bytes, want at least 16", len(b))}
+		}
+		l, o := int(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
+		if l != len(buf) || (o == postInline) != small || (small && len(b) != 16+4*l) {
+			return false, p.mismatch(q, 4*l, len(buf))
+		}
+		switch {
+		case small:
+			views[q] = floats(b[16:])
+		case o == postNowhere:
+			placed = false
+		case o < 0:
+			return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: buffer at offset %d", o)}
+		case placed:
+			if views[q], err = sm.View(q, int(o), l); err != nil {
+				return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %w", err)}
+			}
+		}
+	}
+	if small {
+		reduceRanks(op, buf, views, 0, len(buf))
+		return true, nil
+	}
+	if !placed {
+		return false, nil
+	}
+	reduceRanks(op, buf, views, r*len(buf)/n, (r+1)*len(buf)/n)
+	if err := p.signal(ctx, "/shm1"); err != nil {
+		return false, err
+	}
+	for q := range n {
+		if q != r {
+			s, e := q*len(buf)/n, (q+1)*len(buf)/n
+			copy(buf[s:e], views[q][s:e])
+		}
+	}
+	if err := p.signal(ctx, "/shm2"); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+// reduceRanks writes into dst[lo:hi] the reduction of views[0..n-1][lo:hi] in rank order
+// (dst may be one of the views), a cache-sized piece at a time.
+func reduceRanks(op ReduceOp, dst []float32, views [][]float32, lo, hi int) {
+	acc := make([]float32, min(sharedChunk, hi-lo))
+	for s := lo; s < hi; s += sharedChunk {
+		e := min(s+sharedChunk, hi)
+		a := acc[:e-s]
+		copy(a, views[0][s:e])
+		for q := 1; q < len(views); q++ {
+			reduceF(op, a, views[q][s:e])
+		}
+		if op == Mean {
+			fn := float32(len(views))
+			for i := range a {
+				a[i] /= fn
+			}
+		}
+		copy(dst[s:e], a)
+	}
+}
+
+// floats returns b's float32 values, in place when b is aligned.
+func floats(b []byte) []float32 {
+	if f, ok := view(b); ok {
+		return f
+	}
+	f := make([]float32, len(b)/4)
+	decode(f, b)
+	return f
+}
+
+// exchange sends b to every other rank under suffix and returns what each sent, by rank
+// (this rank's entry is nil). The caller releases them (releaseAll), also after an error.
+func (p *peer) exchange(ctx context.Context, suffix string, b []byte) ([][]byte, error) {
+	n, r := p.t.Size(), p.t.Rank()
+	for q := range n {
+		if q != r {
+			if err := p.send(ctx, q, suffix, b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	out := make([][]byte, n)
+	for q := range n {
+		if q == r {
+			continue
+		}
+		b, err := p.recv(ctx, q, suffix)
+		if err != nil {
+			return out, err
+		}
+		out[q] = b
+	}
+	return out, nil
+}
+
+// signal tells every other rank that this one reached suffix's point and waits until all
+// have.
+func (p *peer) signal(ctx context.Context, suffix string) error {
+	got, err := p.exchange(ctx, suffix, nil)
+	p.releaseAll(got)
+	return err
+}
+
+func (p *peer) releaseAll(bs [][]byte) {
+	for _, b := range bs {
+		if b != nil {
+			release(p.t, b)
+		}
+	}
+}
+
+// sharedMemory asks the transport for the group's shared memory, the wait bounded like any
+// other of the collective's.
+func (p *peer) sharedMemory(ctx context.Context, sh Sharer) (SharedMemory, error) {
+	if p.c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.c.timeout)
+		defer cancel()
+	}
+	sm, err := sh.SharedMemory(ctx)
+	if err == nil {
+		return sm, nil
+	}
+	var pe *PeerError
+	if errors.As(err, &pe) {
+		return nil, &PeerError{Rank: pe.Rank, Op: p.op, Err: fmt.Errorf("agreeing on shared memory: %w", pe.Err)}
+	}
+	return nil, fmt.Errorf("collective: %s: agreeing on shared memory: %w", p.op, err)
 }

@@ -252,7 +252,8 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 		hi = 0
 	}
 	g, err := transport.NewGRPC(rank, addrs, transport.GRPCOptions{Token: token,
-		BindAll: mo.bindAll || cluster.BindAllFromEnv(), HealthCheckInterval: hi, HealthCheckTimeout: ht})
+		BindAll: mo.bindAll || cluster.BindAllFromEnv(), HealthCheckInterval: hi, HealthCheckTimeout: ht,
+		NoSharedMemory: cluster.NoSharedMemoryFromEnv()})
 	if err != nil {
 		return fmt.Errorf("distribute: MultiWorkerMirroredStrategy worker %d: %w", rank, err)
 	}

@@ -13,8 +13,12 @@ import (
 // are all-reduced in the background as soon as each is complete, so that communication
 // overlaps the rest of the backward pass (collective.Bucketer). Use it once per step: Add
 // every tensor (any order), then Wait, which writes the sums into the slices given to Add.
+// Buffer(i) is tensor i's place in its bucket: a gradient copied there and passed to Add is
+// not copied again, and the sum is left there (ask for it every step: the first all-reduce
+// may move a bucket into the memory the workers of one host share).
 type GradientBucketer interface {
 	Add(i int, grad []float32) error
+	Buffer(i int) []float32
 	Wait(ctx context.Context) error
 	NumBuckets() int
 }
@@ -73,6 +77,8 @@ func (m *mwBucketer) Wait(ctx context.Context) error {
 }
 
 func (m *mwBucketer) NumBuckets() int { return m.b.NumBuckets() }
+
+func (m *mwBucketer) Buffer(i int) []float32 { return m.b.Buffer(i) }
 
 // ExtendedTimeout returns how long the strategy waits for another worker.
 func (s *MultiWorkerMirroredStrategy) ExtendedTimeout() time.Duration { return s.timeout }

@@ -114,8 +114,7 @@ const (
 type multiWorker struct {
 	train, eval shardMode
 	bucketer    distribute.GradientBucketer
-	sizes       []int       // the bucketer's tensor sizes
-	bufs        [][]float32 // one buffer per bucketer tensor, reused every step
+	sizes       []int // the bucketer's tensor sizes
 	resume      int         // the epoch Fit starts at, set by BackupAndRestore (0: none)
 }
 
@@ -188,19 +187,17 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 			return stats{}, false, nil
 		}
 		m.mw.bucketer, m.mw.sizes = b, sizes
-		m.mw.bufs = make([][]float32, len(sizes))
-		for i, n := range sizes {
-			m.mw.bufs[i] = make([]float32, n)
-		}
 	}
 	b := m.mw.bucketer
 	ctx, cancel := context.WithTimeout(ctx, bs.ExtendedTimeout())
 	defer cancel()
-	// The gradients are copied into buffers kept from step to step (the optimizer reads
-	// them and keeps nothing), rather than into fresh ones: 1.4 MB less garbage per step
-	// for the peer CNN, so fewer collections, which stall one worker and so both.
-	bufs := m.mw.bufs
+	// The gradients are copied into their places in the buckets, which are all-reduced
+	// there and read by the optimizer there (it keeps nothing): no fresh buffers (1.4 MB
+	// less garbage per step for the peer CNN, so fewer collections, which stall one worker
+	// and so both) and no copies into and out of the buckets.
+	bufs := make([][]float32, len(m.mw.sizes))
 	add := func(i int, v []float32) error {
+		bufs[i] = b.Buffer(i)
 		if len(v) != len(bufs[i]) {
 			return fmt.Errorf("keras: gradient %d has %d values, want %d", i, len(v), len(bufs[i]))
 		}

@@ -147,7 +147,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 	for p := 0; p < n; p++ {
 		if p != g.rank {
 			if err := g.Send(ctx, p, tagShmOffer, offer); err != nil {
-				return nil, fmt.Errorf("transport: shared memory: offer to rank %d: %w", p, err)
+				return nil, shmPeerError(p, "offer to", err)
 			}
 		}
 	}
@@ -158,7 +158,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 		}
 		b, err := g.Recv(ctx, p, tagShmOffer)
 		if err != nil {
-			return nil, fmt.Errorf("transport: shared memory: offer from rank %d: %w", p, err)
+			return nil, shmPeerError(p, "offer from", err)
 		}
 		switch {
 		case len(b) == 1 && b[0] == 0:
@@ -185,7 +185,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 	for p := 0; p < n; p++ {
 		if p != g.rank {
 			if err := g.Send(ctx, p, tagShmOK, ok); err != nil {
-				return nil, fmt.Errorf("transport: shared memory: answer to rank %d: %w", p, err)
+				return nil, shmPeerError(p, "answer to", err)
 			}
 		}
 	}
@@ -196,7 +196,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 		}
 		b, err := g.Recv(ctx, p, tagShmOK)
 		if err != nil {
-			return nil, fmt.Errorf("transport: shared memory: answer from rank %d: %w", p, err)
+			return nil, shmPeerError(p, "answer from", err)
 		}
 		if len(b) != 1 || b[0] > 1 {
 			g.Release(b)
@@ -212,6 +212,16 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 	return &grpcShared{rank: g.rank, files: files, arena: own.arena}, nil
 }
 
+// shmPeerError names the peer whose message of the agreement could not be sent or received,
+// as the collectives do, so that a strategy can say which task was lost.
+func shmPeerError(rank int, what string, err error) error {
+	var pe *collective.PeerError
+	if errors.As(err, &pe) {
+		return err
+	}
+	return &collective.PeerError{Rank: rank, Op: "shared memory agreement", Err: fmt.Errorf("%s rank %d: %w", what, rank, err)}
+}
+
 func isClosed(c chan struct{}) bool {
 	select {
 	case <-c:
@@ -221,8 +231,9 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// closeShm unmaps every region and removes this rank's file if it is still there; it waits
-// for an agreement in progress (which fails, the transport being closed).
+// closeShm retires every region (slices of it that are still held read zeros from then on)
+// and removes this rank's file if it is still there; it waits for an agreement in progress
+// (which fails, the transport being closed).
 func (g *GRPC) closeShm() error {
 	s := &g.shm
 	s.sem <- struct{}{}
@@ -231,7 +242,7 @@ func (g *GRPC) closeShm() error {
 	var errs []error
 	for _, f := range s.files {
 		if f != nil {
-			errs = append(errs, f.close())
+			errs = append(errs, f.retire())
 		}
 	}
 	s.files, s.mem = nil, nil

@@ -112,7 +112,33 @@ func (f *shmFile) unlink() error {
 	return nil
 }
 
-// close unmaps the region, closes its file and removes it if it is this rank's own.
+// retire ends a region whose slices may still be held (buckets of a Bucketer, a view in an
+// all-reduce that a Close interrupts): it lays fresh anonymous pages over the mapping, so
+// the shared pages are given back and those slices read zeros rather than fault, closes the
+// file and removes it if it is this rank's own. The address range stays reserved (address
+// space, no memory) until the process exits.
+func (f *shmFile) retire() error {
+	err := f.unlink()
+	if len(f.data) > 0 {
+		prot := unix.PROT_READ
+		if f.own {
+			prot |= unix.PROT_WRITE
+		}
+		if _, e := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(f.data)), uintptr(len(f.data)), prot,
+			unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE); e != nil && err == nil {
+			err = fmt.Errorf("transport: shared memory: retire %s: %w", f.path, e)
+		}
+		f.data, f.floats = nil, nil
+	}
+	if f.fd >= 0 {
+		_ = unix.Close(f.fd)
+		f.fd = -1
+	}
+	return err
+}
+
+// close unmaps the region, closes its file and removes it if it is this rank's own. Only for
+// a region none of whose memory was handed out (an agreement that failed or said no).
 func (f *shmFile) close() error {
 	err := f.unlink()
 	if f.data != nil {

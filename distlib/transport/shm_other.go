@@ -16,3 +16,5 @@ func mapPeer(path string, rank int, nonce []byte) (*shmFile, error) { return nil
 func (f *shmFile) unlink() error { return nil }
 
 func (f *shmFile) close() error { return nil }
+
+func (f *shmFile) retire() error { return nil }

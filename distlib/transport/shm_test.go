@@ -164,6 +164,7 @@ func TestGRPCSharedMemory(t *testing.T) {
 	if _, err := sm[1].View(3, 0, 1); err == nil {
 		t.Error("View of rank 3 in a group of 3 succeeded")
 	}
+	peerView, _ := sm[1].View(0, offs[0], len(bufs[0]))
 	for _, x := range g {
 		if err := x.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -171,6 +172,15 @@ func TestGRPCSharedMemory(t *testing.T) {
 	}
 	if f := shmFiles(t); len(f) != 0 {
 		t.Errorf("files left in /dev/shm after Close: %v", f)
+	}
+	// Slices still held after Close (a model's gradient buckets) read zeros and take writes
+	// instead of faulting.
+	bufs[0][1] = 7
+	if bufs[0][1] != 7 || bufs[0][2] != 0 || peerView[3] != 0 {
+		t.Errorf("after Close: own slice %v %v, peer's view %v; want 7, 0 and 0", bufs[0][1], bufs[0][2], peerView[3])
+	}
+	if _, err := sm[0].Alloc(10); err == nil {
+		t.Error("Alloc after Close succeeded")
 	}
 	if _, err := g[0].SharedMemory(ctx); !errors.Is(err, ErrClosed) {
 		t.Errorf("SharedMemory after Close = %v, want ErrClosed", err)

@@ -129,3 +129,16 @@ func ConvReLUPoolGrad(x []float32, w int, gr, y []float32, code []uint8, pw, o i
 	convReLUPoolGradAVX512(&x[0], w, &gr[0], &y[0], &code[0], pw, o, &dk[0], &db[0])
 	return true
 }
+
+// Add adds src into dst element-wise for the first len(dst) &^ 63 elements (src at least as
+// long) and returns how many it did (the caller's Go loop does the rest). Each element is
+// one float32 addition, bit for bit the Go loop's.
+func Add(dst, src []float32) int {
+	n := len(dst) &^ 63
+	if !hasAVX512 || n == 0 {
+		return 0
+	}
+	_ = src[n-1]
+	addAVX512(&dst[0], &src[0], n)
+	return n
+}

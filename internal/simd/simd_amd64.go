@@ -29,3 +29,6 @@ func convReLUPoolAVX512(x *float32, w int, k, bias, out *float32, code *uint8, p
 
 //go:noescape
 func convReLUPoolGradAVX512(x *float32, w int, gr, y *float32, code *uint8, pw, o int, dk, db *float32)
+
+//go:noescape
+func addAVX512(dst, src *float32, n int)

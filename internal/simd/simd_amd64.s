@@ -634,3 +634,31 @@ gpix:
 	JB      gblock
 	VZEROUPPER
 	RET
+
+// func addAVX512(dst, src *float32, n int)
+// n is a positive multiple of 64: four vectors per iteration.
+TEXT ·addAVX512(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $6, CX
+
+addloop:
+	VMOVUPS (DI), Z0
+	VMOVUPS 64(DI), Z1
+	VMOVUPS 128(DI), Z2
+	VMOVUPS 192(DI), Z3
+	VADDPS  (SI), Z0, Z0
+	VADDPS  64(SI), Z1, Z1
+	VADDPS  128(SI), Z2, Z2
+	VADDPS  192(SI), Z3, Z3
+	VMOVUPS Z0, (DI)
+	VMOVUPS Z1, 64(DI)
+	VMOVUPS Z2, 128(DI)
+	VMOVUPS Z3, 192(DI)
+	ADDQ    $256, DI
+	ADDQ    $256, SI
+	DECQ    CX
+	JNZ     addloop
+	VZEROUPPER
+	RET

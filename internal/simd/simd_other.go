@@ -35,3 +35,7 @@ func convReLUPoolAVX512(x *float32, w int, k, bias, out *float32, code *uint8, p
 func convReLUPoolGradAVX512(x *float32, w int, gr, y *float32, code *uint8, pw, o int, dk, db *float32) {
 	panic("simd: no AVX-512 loops in this build")
 }
+
+func addAVX512(dst, src *float32, n int) {
+	panic("simd: no AVX-512 loops in this build")
+}

@@ -202,3 +202,32 @@ func TestConvReLUPool(t *testing.T) {
 		}
 	}
 }
+
+func TestAdd(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("simd: this CPU has no AVX-512")
+	}
+	rng := rand.New(rand.NewSource(1))
+	for _, n := range []int{0, 63, 64, 65, 200, 4096 + 17} {
+		dst, src := make([]float32, n), make([]float32, n+3)
+		for i := range dst {
+			dst[i] = rng.Float32()*2 - 1
+		}
+		for i := range src {
+			src[i] = rng.Float32()*2 - 1
+		}
+		want := make([]float32, n)
+		for i := range want {
+			want[i] = dst[i] + src[i]
+		}
+		done := Add(dst, src)
+		if done != n&^63 {
+			t.Fatalf("n %d: did %d, want %d", n, done, n&^63)
+		}
+		for i := range done {
+			if dst[i] != want[i] {
+				t.Fatalf("n %d: [%d] = %v, want %v", n, i, dst[i], want[i])
+			}
+		}
+	}
+}

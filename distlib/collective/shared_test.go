@@ -1,0 +1,354 @@
+package collective_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"godist/distlib/collective"
+	"godist/distlib/transport"
+	"godist/internal/leakcheck"
+)
+
+// counting passes everything to a shared in-memory transport and counts the messages sent
+// under each kind of tag (the suffix after the collective's tag), so that a test can tell
+// which algorithm ran.
+type counting struct {
+	*transport.SharedMem
+	mu   sync.Mutex
+	sent map[string]int
+}
+
+func (c *counting) Send(ctx context.Context, to int, tag string, b []byte) error {
+	c.mu.Lock()
+	c.sent[tag[strings.LastIndex(tag, "/")+1:]]++
+	c.mu.Unlock()
+	return c.SharedMem.Send(ctx, to, tag, b)
+}
+
+func (c *counting) count(kind string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.sent[kind]
+}
+
+func sharedGroup(n, bytesPerRank int) ([]collective.Transport, []*counting) {
+	g := transport.NewSharedMem(n, bytesPerRank)
+	group, cs := make([]collective.Transport, n), make([]*counting, n)
+	for r := range g {
+		cs[r] = &counting{SharedMem: g[r], sent: map[string]int{}}
+		group[r] = cs[r]
+	}
+	return group, cs
+}
+
+func wantReduced(n, length int, op collective.ReduceOp) []float32 {
+	want := make([]float32, length)
+	for i := range want {
+		acc := value(0, i)
+		for r := 1; r < n; r++ {
+			v := value(r, i)
+			switch op {
+			case collective.Sum, collective.Mean:
+				acc += v
+			case collective.Max:
+				acc = max(acc, v)
+			case collective.Min:
+				acc = min(acc, v)
+			}
+		}
+		if op == collective.Mean {
+			acc /= float32(n)
+		}
+		want[i] = acc
+	}
+	return want
+}
+
+// TestAllReduceShared checks the shared-memory all-reduce against the values summed in rank
+// order: buffers allocated in shared memory (large ones read in place, three rounds; small
+// ones sent inline, one round) and small ordinary buffers (inline), and that the ring did not
+// run.
+func TestAllReduceShared(t *testing.T) {
+	leakcheck.Check(t)
+	ops := []collective.ReduceOp{collective.Sum, collective.Mean, collective.Max, collective.Min}
+	for _, n := range []int{2, 3, 4} {
+		for _, length := range []int{0, 1, 1000, 16<<10 - 1, 16<<10 + 3, 100_003} {
+			for _, op := range ops {
+				for _, alloc := range []bool{true, false} {
+					if !alloc && 4*length >= 64<<10 {
+						continue // the ring: TestAllReduceSharedFallsBack
+					}
+					want := wantReduced(n, length, op)
+					group, cs := sharedGroup(n, 8<<20)
+					bufs := make([][]float32, n)
+					errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+						r := tr.Rank()
+						if alloc {
+							sm, err := tr.(collective.Sharer).SharedMemory(ctx)
+							if err != nil || sm == nil {
+								return errors.Join(errors.New("no shared memory"), err)
+							}
+							if bufs[r], err = sm.Alloc(length); err != nil {
+								return err
+							}
+							defer sm.Free(bufs[r])
+						} else {
+							bufs[r] = make([]float32, length)
+						}
+						for i := range bufs[r] {
+							bufs[r][i] = value(r, i)
+						}
+						return collective.AllReduce(ctx, tr, bufs[r], op)
+					})
+					for r := range n {
+						if errs[r] != nil {
+							t.Fatalf("n=%d len=%d %v alloc=%v rank %d: %v", n, length, op, alloc, r, errs[r])
+						}
+						for i := range want {
+							if bufs[r][i] != want[i] {
+								t.Fatalf("n=%d len=%d %v alloc=%v rank %d [%d] = %v, want %v", n, length, op, alloc, r, i, bufs[r][i], want[i])
+							}
+						}
+						if rs, ag, shm := cs[r].count("rs"), cs[r].count("ag"), cs[r].count("shm"); rs+ag != 0 || shm != n-1 {
+							t.Fatalf("n=%d len=%d rank %d sent %d ring messages and %d posts, want 0 and %d", n, length, r, rs+ag, shm, n-1)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAllReduceSharedFallsBack runs the ring, with the same results, where a rank's large
+// buffer lies outside shared memory: every rank's, or one rank's only.
+func TestAllReduceSharedFallsBack(t *testing.T) {
+	leakcheck.Check(t)
+	const n, length = 3, 100_000
+	for _, ordinary := range []int{-1, 1} { // -1: every rank
+		want := wantReduced(n, length, collective.Sum)
+		group, cs := sharedGroup(n, 8<<20)
+		bufs := make([][]float32, n)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			r := tr.Rank()
+			bufs[r] = make([]float32, length)
+			if ordinary >= 0 && r != ordinary {
+				sm, err := tr.(collective.Sharer).SharedMemory(ctx)
+				if err != nil {
+					return err
+				}
+				if bufs[r], err = sm.Alloc(length); err != nil {
+					return err
+				}
+			}
+			for i := range bufs[r] {
+				bufs[r][i] = value(r, i)
+			}
+			return collective.AllReduce(ctx, tr, bufs[r], collective.Sum)
+		})
+		for r := range n {
+			if errs[r] != nil {
+				t.Fatalf("ordinary %d: rank %d: %v", ordinary, r, errs[r])
+			}
+			for i := range want {
+				if bufs[r][i] != want[i] {
+					t.Fatalf("ordinary %d: rank %d [%d] = %v, want %v", ordinary, r, i, bufs[r][i], want[i])
+				}
+			}
+			if cs[r].count("rs") == 0 {
+				t.Fatalf("ordinary %d: rank %d sent no ring message: the ring did not run", ordinary, r)
+			}
+		}
+	}
+}
+
+// TestAllReduceSharedMatchesRing: with two ranks the shared path gives bit for bit what the
+// ring gives (a sum of two values does not depend on their order).
+func TestAllReduceSharedMatchesRing(t *testing.T) {
+	leakcheck.Check(t)
+	const length = 50_001
+	run := func(group []collective.Transport) [][]float32 {
+		bufs := make([][]float32, 2)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			r := tr.Rank()
+			bufs[r] = make([]float32, length)
+			if sh, ok := tr.(collective.Sharer); ok {
+				sm, err := sh.SharedMemory(ctx)
+				if err != nil {
+					return err
+				}
+				if bufs[r], err = sm.Alloc(length); err != nil {
+					return err
+				}
+			}
+			for i := range bufs[r] {
+				bufs[r][i] = 1 / float32(i+r+3)
+			}
+			return collective.AllReduce(ctx, tr, bufs[r], collective.Mean)
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("rank %d: %v", r, err)
+			}
+		}
+		return bufs
+	}
+	shared, _ := sharedGroup(2, 8<<20)
+	mem := transport.NewMem(2)
+	got, want := run(shared), run([]collective.Transport{mem[0], mem[1]})
+	for r := range 2 {
+		for i := range want[r] {
+			if got[r][i] != want[r][i] {
+				t.Fatalf("rank %d [%d]: shared %v, ring %v", r, i, got[r][i], want[r][i])
+			}
+		}
+	}
+}
+
+func TestAllReduceSharedErrors(t *testing.T) {
+	leakcheck.Check(t)
+	t.Run("length mismatch", func(t *testing.T) {
+		group, _ := sharedGroup(2, 8<<20)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			return collective.AllReduce(ctx, tr, make([]float32, 20_000+tr.Rank()), collective.Sum,
+				collective.CommunicationOptions{Timeout: 5 * time.Second})
+		})
+		for r, err := range errs {
+			if !errors.Is(err, collective.ErrBadArgument) || !strings.Contains(err.Error(), "same length") {
+				t.Fatalf("rank %d: %v, want an error saying every rank must pass a buffer of the same length", r, err)
+			}
+		}
+	})
+	t.Run("lengths either side of the inline limit", func(t *testing.T) {
+		group, _ := sharedGroup(2, 8<<20)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			return collective.AllReduce(ctx, tr, make([]float32, 16<<10-1+2*tr.Rank()), collective.Sum,
+				collective.CommunicationOptions{Timeout: 5 * time.Second})
+		})
+		for r, err := range errs {
+			if !errors.Is(err, collective.ErrBadArgument) || !strings.Contains(err.Error(), "same length") {
+				t.Fatalf("rank %d: %v, want an error saying every rank must pass a buffer of the same length", r, err)
+			}
+		}
+	})
+	t.Run("peer never comes", func(t *testing.T) {
+		group, _ := sharedGroup(2, 8<<20)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			if tr.Rank() == 1 {
+				return nil
+			}
+			return collective.AllReduce(ctx, tr, make([]float32, 100_000), collective.Sum,
+				collective.CommunicationOptions{Timeout: 200 * time.Millisecond})
+		})
+		var pe *collective.PeerError
+		if !errors.As(errs[0], &pe) || pe.Rank != 1 || !errors.Is(errs[0], context.DeadlineExceeded) {
+			t.Fatalf("rank 0: %v, want a *PeerError naming rank 1 that did not answer in time", errs[0])
+		}
+	})
+}
+
+// TestBucketerShared: a Bucketer over shared memory moves its buckets there at their first
+// all-reduce; gradients written into Buffer(i) are reduced in place, step after step.
+func TestBucketerShared(t *testing.T) {
+	leakcheck.Check(t)
+	const n = 2
+	sizes := []int{30_000, 7, 20_000}
+	group, cs := sharedGroup(n, 8<<20)
+	errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+		r := tr.Rank()
+		b, err := collective.NewBucketer(tr, sizes, 0, collective.Sum)
+		if err != nil {
+			return err
+		}
+		sm, err := tr.(collective.Sharer).SharedMemory(ctx)
+		if err != nil {
+			return err
+		}
+		for step := range 3 {
+			for i, size := range sizes {
+				g := b.Buffer(i)
+				if len(g) != size {
+					return errors.New("Buffer has the wrong length")
+				}
+				for j := range g {
+					g[j] = float32((r + 1) * (i + j%7 + step))
+				}
+				if err := b.Add(i, g); err != nil {
+					return err
+				}
+			}
+			if err := b.Wait(ctx); err != nil {
+				return err
+			}
+			for i, size := range sizes {
+				g := b.Buffer(i)
+				if _, ok := sm.Offset(g); !ok {
+					return errors.New("a bucket is not in shared memory after its first all-reduce")
+				}
+				for j := range size {
+					if want := float32(3 * (i + j%7 + step)); g[j] != want {
+						t.Errorf("rank %d step %d tensor %d [%d] = %v, want %v", r, step, i, j, g[j], want)
+						return nil
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if cs[r].count("rs") != 0 {
+			t.Fatalf("rank %d sent ring messages: the buckets were not reduced in shared memory", r)
+		}
+	}
+}
+
+// TestBucketerNoRoom: where shared memory has no room for a bucket, it stays where it was and
+// is reduced by the ring.
+func TestBucketerNoRoom(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{100_000, 3}
+	group, cs := sharedGroup(2, 64<<10)
+	errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+		b, err := collective.NewBucketer(tr, sizes, 0, collective.Sum)
+		if err != nil {
+			return err
+		}
+		for step := range 2 {
+			for i := range sizes {
+				g := b.Buffer(i)
+				for j := range g {
+					g[j] = float32(tr.Rank() + j%3 + step)
+				}
+				if err := b.Add(i, g); err != nil {
+					return err
+				}
+			}
+			if err := b.Wait(ctx); err != nil {
+				return err
+			}
+			for i := range sizes {
+				for j, v := range b.Buffer(i) {
+					if want := float32(1 + 2*(j%3+step)); v != want {
+						return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if cs[r].count("rs") == 0 {
+			t.Fatalf("rank %d sent no ring message", r)
+		}
+	}
+}
