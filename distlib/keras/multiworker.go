@@ -115,7 +115,7 @@ type multiWorker struct {
 	train, eval shardMode
 	bucketer    distribute.GradientBucketer
 	sizes       []int // the bucketer's tensor sizes
-	resume      int         // the epoch Fit starts at, set by BackupAndRestore (0: none)
+	resume      int   // the epoch Fit starts at, set by BackupAndRestore (0: none)
 }
 
 // bucketStrategy is implemented by strategies that reduce gradients across workers in buckets.
