@@ -290,12 +290,16 @@ func (W _godist_distlib_distribute_CrossDeviceOps) String() string {
 type _godist_distlib_distribute_GradientBucketer struct {
 	IValue      interface{}
 	WAdd        func(i int, grad []float32) error
+	WBuffer     func(i int) []float32
 	WNumBuckets func() int
 	WWait       func(ctx context.Context) error
 }
 
 func (W _godist_distlib_distribute_GradientBucketer) Add(i int, grad []float32) error {
 	return W.WAdd(i, grad)
+}
+func (W _godist_distlib_distribute_GradientBucketer) Buffer(i int) []float32 {
+	return W.WBuffer(i)
 }
 func (W _godist_distlib_distribute_GradientBucketer) NumBuckets() int {
 	return W.WNumBuckets()
