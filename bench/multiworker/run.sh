@@ -77,4 +77,8 @@ if bounds:
     print(f"co-located bound (2 independent 1-worker processes side by side): {b:.0f} samples/s "
           f"(rounds {', '.join(f'{x:.0f}' for x in bounds)}); MWMS 2 workers {res['go2'][1]:.0f} = {res['go2'][1] / b:.2f} of the bound "
           f"(goal >= 0.9: {'met' if res['go2'][1] / b >= 0.9 else 'not met'}); without shared memory {res['go2tcp'][1] / b:.2f}")
+    # Round by round (the machine's speed drifts between rounds; each round's runs are minutes apart at most).
+    per = lambda name: [statistics.median(x for x, _ in json.loads(l)["windows"]) for l in open(f"{d}/{name}.jsonl")]
+    for i, (two, tcp, bound) in enumerate(zip(per("go2"), per("go2tcp"), bounds), 1):
+        print(f"  round {i}: MWMS 2 workers {two:.0f}, without shared memory {tcp:.0f}, bound {bound:.0f}: {two / bound:.2f} and {tcp / bound:.2f} of the bound")
 PY
