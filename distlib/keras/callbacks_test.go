@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"godist/distlib/data"
 	"godist/distlib/keras/internal/tfevents"
@@ -141,6 +142,20 @@ func TestModelCheckpoint(t *testing.T) {
 		if !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%s checkpoints = %v, want %v", tc.sub, got, tc.want)
 		}
+	}
+	// A write in progress (the temporary file of an atomic write, newer than every
+	// checkpoint) is not a checkpoint.
+	b, err := os.ReadFile(filepath.Join(dir, "all", "ckpt_4"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "all", ".ckpt_5.tmp123")
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Second) // file times are coarse: make it the newest for sure
+	if err := os.Chtimes(tmp, later, later); err != nil {
+		t.Fatal(err)
 	}
 	latest := LatestCheckpoint(filepath.Join(dir, "all"))
 	if filepath.Base(latest) != "ckpt_4" {

@@ -613,6 +613,25 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) {
 	for _, cb := range f.cbs {
 		cb.EpochEnd(epoch, f.logs)
 	}
+	// The chief writes checkpoints, backups and summaries in those callbacks; the workers
+	// leave the epoch together, so that what it wrote is complete for every worker (one that
+	// reads LatestCheckpoint once Fit returns finds the last epoch's), as TensorFlow's
+	// collective saves make it under MultiWorkerMirroredStrategy.
+	if _, workers := f.m.strategy.ExtendedWorker(); workers > 1 {
+		if err := f.m.syncWorkers(f.ctx); err != nil && f.ctx.Err() == nil {
+			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
+		}
+	}
+}
+
+// syncWorkers returns once every worker has called it: an all-reduce of one value.
+func (m *Model) syncWorkers(ctx context.Context) error {
+	per := make([][]*tensor.Tensor, len(m.strategy.ExtendedReplicaDevices()))
+	for r := range per {
+		per[r] = []*tensor.Tensor{tensor.Scalar(0)}
+	}
+	_, err := m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, per)
+	return err
 }
 
 // trainEnd tells the callbacks that training ended and returns the History.

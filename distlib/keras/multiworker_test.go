@@ -83,6 +83,7 @@ type mwResult struct {
 	Logs    Logs        `json:"logs"`
 	Eval    Logs        `json:"eval"`
 	Epochs  []int       `json:"epochs"` // epochs whose end this task saw, in order
+	Latest  string      `json:"latest"` // LatestCheckpoint's file name after Fit (mode "checkpoint")
 }
 
 // mwHelper is one worker: it trains mwModel under MultiWorkerMirroredStrategy from TF_CONFIG
@@ -108,6 +109,15 @@ func mwHelper(mode string) error {
 	cbs := []Callback{LambdaCallback{OnEpochEnd: func(e int, _ Logs) { res.Epochs = append(res.Epochs, e) }}}
 	if dir := os.Getenv("GODIST_KERAS_MW_BACKUP"); dir != "" {
 		cbs = append(cbs, BackupAndRestore(dir))
+	}
+	ckptDir := os.Getenv("GODIST_KERAS_MW_CKPT")
+	if ckptDir != "" {
+		if index == 0 {
+			// A slow chief: its checkpoint of each epoch is written well after the other
+			// worker's epoch ended.
+			cbs = append(cbs, LambdaCallback{OnEpochEnd: func(int, Logs) { time.Sleep(300 * time.Millisecond) }})
+		}
+		cbs = append(cbs, ModelCheckpoint(filepath.Join(ckptDir, "ckpt_{epoch}"), SaveWeightsOnly(true)))
 	}
 	if mode == "die" && index == 1 {
 		// Killed for real in the middle of epoch 2 (of 0..): SIGKILL, no clean-up.
@@ -150,6 +160,9 @@ func mwHelper(mode string) error {
 		for k, v := range h.History {
 			res.Logs[k] = v[len(v)-1]
 		}
+	}
+	if ckptDir != "" {
+		res.Latest = filepath.Base(LatestCheckpoint(ckptDir))
 	}
 	res.Eval = m.Evaluate(data.FromTensorSlices(x, y).Batch(batch, false), Verbose(0))
 	for _, w := range m.GetWeights() {
@@ -232,6 +245,26 @@ func TestMultiWorkerFitMatchesOneWorker(t *testing.T) {
 		{"GOMAXPROCS=1", []string{"GOMAXPROCS=1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkTwoWorkersMatchOne(t, one, batch, epochs, tc.env) })
+	}
+}
+
+// TestMultiWorkerCheckpointAfterFit: when Fit returns on any worker, the chief's checkpoint
+// of the last epoch is complete (the workers leave every epoch together), so a worker that
+// loads LatestCheckpoint after Fit, as the talk's script does, gets the last epoch's and never
+// a file still being written; here the chief is slow at every epoch's end.
+func TestMultiWorkerCheckpointAfterFit(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	dir := t.TempDir()
+	res, log, err := launchMW(t, "fit", 2, 16, 3, "GODIST_KERAS_MW_CKPT="+dir)
+	if err != nil {
+		t.Fatalf("two workers: %v\n%s", err, log)
+	}
+	for _, r := range res {
+		if !strings.HasPrefix(r.Latest, "ckpt_3") {
+			t.Errorf("worker %d: LatestCheckpoint after Fit = %q, want the last epoch's ckpt_3", r.Worker, r.Latest)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 )
 
 // weightsMagic starts every weights file; see the FORMAT section of the package doc.
@@ -196,8 +197,8 @@ func LatestCheckpoint(dir string) string {
 	}
 	var cs []cand
 	for _, e := range ents {
-		if e.IsDir() {
-			continue
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue // the temporary file of a write in progress (writeFileAtomic)
 		}
 		p := filepath.Join(dir, e.Name())
 		if !isWeightsFile(p) {
