@@ -52,25 +52,7 @@ func TestAllReduce(t *testing.T) {
 	for n := 1; n <= 8; n++ {
 		for _, length := range []int{0, 1, n - 1, n, 3*n + 1, 1037} {
 			for _, op := range ops {
-				want := make([]float32, length)
-				for i := range want {
-					acc := value(0, i)
-					for r := 1; r < n; r++ {
-						v := value(r, i)
-						switch op {
-						case collective.Sum, collective.Mean:
-							acc += v
-						case collective.Max:
-							acc = max(acc, v)
-						case collective.Min:
-							acc = min(acc, v)
-						}
-					}
-					if op == collective.Mean {
-						acc /= float32(n)
-					}
-					want[i] = acc
-				}
+				want := wantReduced(n, length, op)
 				bufs := make([][]float32, n)
 				errs := runRanks(t, n, func(ctx context.Context, tr collective.Transport) error {
 					r := tr.Rank()

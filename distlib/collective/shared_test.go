@@ -46,6 +46,8 @@ func sharedGroup(n, bytesPerRank int) ([]collective.Transport, []*counting) {
 	return group, cs
 }
 
+// wantReduced is what an all-reduce with op of value(r, i) over n ranks gives: the values
+// combined in rank order.
 func wantReduced(n, length int, op collective.ReduceOp) []float32 {
 	want := make([]float32, length)
 	for i := range want {
