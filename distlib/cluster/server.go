@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 
 	"godist/distlib/transport"
 )
@@ -26,7 +27,7 @@ func BindAllFromEnv() bool {
 	return err == nil && v
 }
 
-// SharedMemoryEnv is the environment variable that, set to 0 (or false), keeps the tasks of
+// SharedMemoryEnv is the environment variable that, set to 0 (or false, off, no), keeps the tasks of
 // one host from sharing memory: their all-reduces then move every byte over TCP, as between
 // hosts. By default tasks that find they can map each other's memory (processes of one
 // host, with /dev/shm) read each other's buffers there.
@@ -34,8 +35,11 @@ const SharedMemoryEnv = "GODIST_SHARED_MEMORY"
 
 // NoSharedMemoryFromEnv reports whether GODIST_SHARED_MEMORY turns shared memory off.
 func NoSharedMemoryFromEnv() bool {
-	v, err := strconv.ParseBool(os.Getenv(SharedMemoryEnv))
-	return err == nil && !v
+	switch strings.ToLower(strings.TrimSpace(os.Getenv(SharedMemoryEnv))) {
+	case "0", "false", "off", "no":
+		return true
+	}
+	return false
 }
 
 // ServerOptions configures NewServer.

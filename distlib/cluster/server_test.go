@@ -55,3 +55,28 @@ func TestServerListensOnTaskHost(t *testing.T) {
 		})
 	}
 }
+
+func TestEnvSwitches(t *testing.T) {
+	tests := []struct {
+		bindAll, shm        string
+		wantBind, wantNoShm bool
+	}{
+		{"", "", false, false},
+		{"1", "0", true, true},
+		{"true", "false", true, true},
+		{"0", "1", false, false},
+		{"yes", "off", false, true}, // BindAll takes Go's booleans only
+		{"", "No", false, true},
+		{"", "on", false, false},
+	}
+	for _, tc := range tests {
+		t.Setenv(BindAllEnv, tc.bindAll)
+		t.Setenv(SharedMemoryEnv, tc.shm)
+		if got := BindAllFromEnv(); got != tc.wantBind {
+			t.Errorf("%s=%q: BindAllFromEnv = %v, want %v", BindAllEnv, tc.bindAll, got, tc.wantBind)
+		}
+		if got := NoSharedMemoryFromEnv(); got != tc.wantNoShm {
+			t.Errorf("%s=%q: NoSharedMemoryFromEnv = %v, want %v", SharedMemoryEnv, tc.shm, got, tc.wantNoShm)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"godist/distlib/collective"
 )
 
 // TestShmMapPeerChecksHeader: a peer's file is taken only when its header holds the rank
@@ -77,7 +80,8 @@ func TestShmMapPeerChecksHeader(t *testing.T) {
 }
 
 // TestGRPCSharedMemoryTwoProcesses: rank 1 runs in a child process (this test binary run
-// again); rank 0 reads what it wrote through its shared memory.
+// again); rank 0 reads what it wrote through its shared memory, then the two all-reduce
+// through it (allReduceAcross).
 func TestGRPCSharedMemoryTwoProcesses(t *testing.T) {
 	needShm(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -124,6 +128,9 @@ func TestGRPCSharedMemoryTwoProcesses(t *testing.T) {
 			t.Fatalf("element %d of the child's buffer reads %v, want %v", i, x, float32(i)*0.5)
 		}
 	}
+	if err := allReduceAcross(ctx, g, sm); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Send(ctx, 1, "done", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -161,9 +168,37 @@ func shmChild(ctx context.Context, t *testing.T, addrs []string) {
 	if err := g.Send(ctx, 0, "where", []byte(strconv.Itoa(off))); err != nil {
 		t.Fatal(err)
 	}
+	if err := allReduceAcross(ctx, g, sm); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := g.Recv(ctx, 0, "done"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// allReduceAcross all-reduces, between the two processes, a buffer in shared memory (read in
+// place by the other rank), a small one (sent inline) and an ordinary large one (the ring),
+// and checks the sums.
+func allReduceAcross(ctx context.Context, g *GRPC, sm collective.SharedMemory) error {
+	shared, err := sm.Alloc(100_003)
+	if err != nil {
+		return err
+	}
+	defer sm.Free(shared)
+	for _, buf := range [][]float32{shared, make([]float32, 1000), make([]float32, 100_003)} {
+		for i := range buf {
+			buf[i] = float32((g.Rank() + 1) * (i%7 + 1))
+		}
+		if err := collective.AllReduce(ctx, g, buf, collective.Sum); err != nil {
+			return fmt.Errorf("rank %d: AllReduce of %d values: %w", g.Rank(), len(buf), err)
+		}
+		for i, v := range buf {
+			if want := float32(3 * (i%7 + 1)); v != want {
+				return fmt.Errorf("rank %d: AllReduce of %d values: [%d] = %v, want %v", g.Rank(), len(buf), i, v, want)
+			}
+		}
+	}
+	return nil
 }
 
 // TestGRPCSharedMemoryFull: an allocation larger than /dev/shm can hold fails at Alloc, with
