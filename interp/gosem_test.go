@@ -42,7 +42,7 @@ func TestDeferAndLoopVariables(t *testing.T) {
 	checkLeaks(t)
 	s := newSession(t, Options{})
 	mustRun(t, s, "import \"fmt\"")
-	tests := []struct{ code, result, stdout string }{
+	tests := []cellCase{
 		{"defer fmt.Println(\"deferred\")\nfmt.Println(\"body\")", "", "body\ndeferred\n"},
 		{"1 + 1", "2", ""},
 		{"for i := 0; i < 3; i++ { defer fmt.Print(i) }", "", "210"},
@@ -57,12 +57,7 @@ func TestDeferAndLoopVariables(t *testing.T) {
 		{"if true {\n\tdefer fmt.Print(\"b\")\n\tdefer fmt.Print(\"a\")\n}\nfmt.Print(\"-\")", "", "-ab"},
 		{"3", "3", ""},
 	}
-	for _, tt := range tests {
-		plain, rec := mustRun(t, s, tt.code)
-		if plain != tt.result || rec.text("stdout") != tt.stdout {
-			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
-		}
-	}
+	runCells(t, s, tests)
 	// A deferred call that panics fails its cell.
 	_, _, err := run(t, s, "defer panic(\"late\")\nfmt.Print(\"x\")")
 	if ee := evalError(t, err); ee.Name != "panic" || !strings.Contains(ee.Value, "late") {

@@ -12,7 +12,7 @@ func TestTopLevelMultiDefine(t *testing.T) {
 	checkLeaks(t)
 	s := newSession(t, Options{})
 	mustRun(t, s, "import (\"fmt\"; \"strconv\")\nm := map[string]int{\"a\": 1}\ntotal := 0")
-	tests := []struct{ code, result, stdout string }{
+	tests := []cellCase{
 		{"for _, k := range []int{1, 2} { a, _ := strconv.Atoi(\"1\"); fmt.Println(k, a) }", "", "1 1\n2 1\n"},
 		{"for i := 0; i < 2; i++ {\n\tn, err := strconv.Atoi(strconv.Itoa(i))\n\tif err != nil {\n\t\tbreak\n\t}\n\ttotal += n\n}\ntotal", "1", ""},
 		{"if v, ok := m[\"a\"]; ok {\n\tfmt.Println(\"found\", v)\n}", "", "found 1\n"},
@@ -27,12 +27,7 @@ func TestTopLevelMultiDefine(t *testing.T) {
 		{"a2, err2 := strconv.Atoi(\"6\")\nfmt.Println(a2, err2)", "", "6 <nil>\n"},
 		{"a2 + total", "325", ""},
 	}
-	for _, tt := range tests {
-		plain, rec := mustRun(t, s, tt.code)
-		if plain != tt.result || rec.text("stdout") != tt.stdout {
-			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
-		}
-	}
+	runCells(t, s, tests)
 }
 
 // TestBlockShadowsGlobal covers yaegi v0.16.1 taking a top-level variable for a definition
@@ -43,7 +38,7 @@ func TestTopLevelMultiDefine(t *testing.T) {
 func TestBlockShadowsGlobal(t *testing.T) {
 	checkLeaks(t)
 	s := newSession(t, Options{})
-	tests := []struct{ code, result, stdout string }{
+	tests := []cellCase{
 		{"import \"fmt\"\na := 1\nfmt.Println(a)", "", "1\n"},
 		{"for i := 0; i < 2; i++ {\n\ta := \"x\"\n\tfmt.Println(a, i)\n}", "", "x 0\nx 1\n"},
 		{"if true {\n\ta := []int{7}\n\tfmt.Println(a)\n}", "", "[7]\n"},
@@ -54,12 +49,7 @@ func TestBlockShadowsGlobal(t *testing.T) {
 		{"a := \"again\"\nshow()", "again", ""},
 		{"for i := 0; i < 1; i++ {\n\ta = \"assigned in a loop\"\n}\nshow()", "assigned in a loop", ""},
 	}
-	for _, tt := range tests {
-		plain, rec := mustRun(t, s, tt.code)
-		if plain != tt.result || rec.text("stdout") != tt.stdout {
-			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
-		}
-	}
+	runCells(t, s, tests)
 }
 
 // TestRedefineWithOtherType covers two more ways a cell's `x := ...` of an existing x of
@@ -70,7 +60,7 @@ func TestBlockShadowsGlobal(t *testing.T) {
 func TestRedefineWithOtherType(t *testing.T) {
 	checkLeaks(t)
 	s := newSession(t, Options{})
-	tests := []struct{ code, result, stdout string }{
+	tests := []cellCase{
 		{"import (\"fmt\"; \"strconv\"; \"strings\")\nn, err := strconv.Atoi(\"3\")\nfmt.Println(n, err)", "", "3 <nil>\n"},
 		{"n, err := strconv.ParseFloat(\"2.5\", 64)\nfmt.Println(n, err)", "", "2.5 <nil>\n"},
 		{"n, err := strconv.ParseBool(\"true\")\nfmt.Println(n, err)", "", "true <nil>\n"},
@@ -78,12 +68,7 @@ func TestRedefineWithOtherType(t *testing.T) {
 		{"var b *strings.Builder = &strings.Builder{}\nwrite := b.WriteString\nwrite(\"method \")\nwrite(\"value\")\nb.String()", "method value", ""},
 		{"write := strconv.Itoa\nwrite(7)", "7", ""},
 	}
-	for _, tt := range tests {
-		plain, rec := mustRun(t, s, tt.code)
-		if plain != tt.result || rec.text("stdout") != tt.stdout {
-			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
-		}
-	}
+	runCells(t, s, tests)
 }
 
 // TestFuncLiteralCalls covers two yaegi traps: a top-level `func() {...}()` ran again in
@@ -92,7 +77,7 @@ func TestRedefineWithOtherType(t *testing.T) {
 func TestFuncLiteralCalls(t *testing.T) {
 	checkLeaks(t)
 	s := newSession(t, Options{})
-	tests := []struct{ code, result, stdout string }{
+	tests := []cellCase{
 		{"import \"fmt\"\nfunc() { fmt.Println(\"once\") }()", "", "once\n"},
 		{"x := 1\nfmt.Println(\"next\")", "", "next\n"},
 		{"f := func() { fmt.Println(\"f ran\") }", "", ""},
@@ -100,12 +85,7 @@ func TestFuncLiteralCalls(t *testing.T) {
 		{"g := func() int { return 3 }\ng()", "3", ""},
 		{"func() { x++ }()\nx", "2", ""},
 	}
-	for _, tt := range tests {
-		plain, rec := mustRun(t, s, tt.code)
-		if plain != tt.result || rec.text("stdout") != tt.stdout {
-			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", tt.code, plain, rec.text("stdout"), tt.result, tt.stdout)
-		}
-	}
+	runCells(t, s, tests)
 }
 
 // TestPanicLine covers panics reported at the start of the top-level statement or function

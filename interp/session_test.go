@@ -124,6 +124,21 @@ func mustRun(t *testing.T, s *Session, code string) (string, *recorder) {
 	return plain, rec
 }
 
+// cellCase is one cell of a session test: its code, the value it shows (plain text) and
+// what it prints.
+type cellCase struct{ code, result, stdout string }
+
+// runCells runs the cells in order in s and checks each one's value and output.
+func runCells(t *testing.T, s *Session, cells []cellCase) {
+	t.Helper()
+	for _, c := range cells {
+		plain, rec := mustRun(t, s, c.code)
+		if plain != c.result || rec.text("stdout") != c.stdout {
+			t.Errorf("Execute(%q) = %q, stdout %q, want %q, stdout %q", c.code, plain, rec.text("stdout"), c.result, c.stdout)
+		}
+	}
+}
+
 func evalError(t *testing.T, err error) *EvalError {
 	t.Helper()
 	var ee *EvalError
