@@ -11,33 +11,11 @@ import (
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/gpu"
+	"godist/internal/synth"
 )
 
 // gpuData is a learnable 3-class problem on 8x8 images (a fixed function of the pixels).
-func gpuData(n int) (*tensor.Tensor, *tensor.Tensor) {
-	xs := make([]float32, n*64)
-	ys := make([]float32, n)
-	state := uint64(99)
-	for i := range xs {
-		state = state*6364136223846793005 + 1442695040888963407
-		xs[i] = float32(state>>40)/float32(1<<24) - 0.5
-	}
-	for i := range n {
-		var s float32
-		for j := range 64 {
-			s += xs[i*64+j] * float32(j%7-3)
-		}
-		switch {
-		case s < -0.5:
-			ys[i] = 0
-		case s < 0.5:
-			ys[i] = 1
-		default:
-			ys[i] = 2
-		}
-	}
-	return tensor.MustNew([]int{n, 8, 8, 1}, xs), tensor.MustNew([]int{n}, ys)
-}
+func gpuData(n int) (*tensor.Tensor, *tensor.Tensor) { return synth.Images(n, 8, 99, 7, 0.5) }
 
 // trainOn trains the course's CNN shape (conv, pool, dense) under s on global batches of 32
 // and returns its weights and final training accuracy.

@@ -19,6 +19,7 @@ import (
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
+	"godist/internal/synth"
 )
 
 // mwHelperEnv turns the test binary into one worker task of the multi-worker tests: its
@@ -38,30 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // mwData is a small deterministic classification problem: 6x6x1 images, 3 classes.
-func mwData(n int) (*tensor.Tensor, *tensor.Tensor) {
-	xs := make([]float32, n*36)
-	ys := make([]float32, n)
-	state := uint64(12345)
-	for i := range xs {
-		state = state*6364136223846793005 + 1442695040888963407
-		xs[i] = float32(state>>40)/float32(1<<24) - 0.5
-	}
-	for i := range n {
-		var s float32
-		for j := range 36 {
-			s += xs[i*36+j] * float32(j%5-2)
-		}
-		switch {
-		case s < -0.3:
-			ys[i] = 0
-		case s < 0.3:
-			ys[i] = 1
-		default:
-			ys[i] = 2
-		}
-	}
-	return tensor.MustNew([]int{n, 6, 6, 1}, xs), tensor.MustNew([]int{n}, ys)
-}
+func mwData(n int) (*tensor.Tensor, *tensor.Tensor) { return synth.Images(n, 6, 12345, 5, 0.3) }
 
 // mwModel is a small CNN, with a layer without variables between layers with variables.
 func mwModel() *Model {
