@@ -11,11 +11,11 @@ import (
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/gpu"
-	"godist/internal/synth"
+	"godist/internal/testdata"
 )
 
 // gpuData is a learnable 3-class problem on 8x8 images (a fixed function of the pixels).
-func gpuData(n int) (*tensor.Tensor, *tensor.Tensor) { return synth.Images(n, 8, 99, 7, 0.5) }
+func gpuData(n int) (*tensor.Tensor, *tensor.Tensor) { return testdata.Images(n, 8, 99, 7, 0.5) }
 
 // trainOn trains the course's CNN shape (conv, pool, dense) under s on global batches of 32
 // and returns its weights and final training accuracy.

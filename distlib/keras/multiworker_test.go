@@ -19,7 +19,7 @@ import (
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
-	"godist/internal/synth"
+	"godist/internal/testdata"
 )
 
 // mwHelperEnv turns the test binary into one worker task of the multi-worker tests: its
@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // mwData is a small deterministic classification problem: 6x6x1 images, 3 classes.
-func mwData(n int) (*tensor.Tensor, *tensor.Tensor) { return synth.Images(n, 6, 12345, 5, 0.3) }
+func mwData(n int) (*tensor.Tensor, *tensor.Tensor) { return testdata.Images(n, 6, 12345, 5, 0.3) }
 
 // mwModel is a small CNN, with a layer without variables between layers with variables.
 func mwModel() *Model {
