@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,10 +13,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"godist/internal/syncbuf"
 )
 
 // This file starts Debian's Notebook 6 server for the browser test, with Jupyter's
@@ -36,25 +36,7 @@ type notebookServer struct {
 	Dir   string // the notebook directory
 	Bin   string // the godist binary its kernelspec starts
 	cmd   *exec.Cmd
-	log   *syncBuffer
-}
-
-// syncBuffer is a bytes.Buffer safe for a process's output and the test reading it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	log   *syncbuf.Buffer
 }
 
 // startNotebookServer builds godist, installs its kernelspec into a temporary
@@ -69,7 +51,7 @@ func startNotebookServer(t *testing.T) *notebookServer {
 	}
 	bin := kernelTestBinary(t)
 	root := t.TempDir()
-	s := &notebookServer{Dir: filepath.Join(root, "notebooks"), Bin: bin, log: &syncBuffer{}}
+	s := &notebookServer{Dir: filepath.Join(root, "notebooks"), Bin: bin, log: &syncbuf.Buffer{}}
 	config := filepath.Join(root, "config")
 	for _, d := range []string{s.Dir, filepath.Join(config, "nbconfig")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -99,7 +81,7 @@ func startNotebookServer(t *testing.T) *notebookServer {
 	for try := 0; try < 3; try++ { // a free port can be taken between probe and bind
 		port := freePort(t)
 		s.URL = "http://127.0.0.1:" + strconv.Itoa(port)
-		s.log = &syncBuffer{}
+		s.log = &syncbuf.Buffer{}
 		s.cmd = exec.Command(kernelPython, "-m", "notebook", "--no-browser", "--allow-root",
 			"--ip=127.0.0.1", "--port="+strconv.Itoa(port), "--port-retries=0",
 			"--NotebookApp.token="+s.Token, "--NotebookApp.password=",

@@ -1,17 +1,16 @@
 package distribute
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"godist/distlib/device"
 	"godist/distlib/tensor"
+	"godist/internal/syncbuf"
 )
 
 // splitCPU resets the devices and splits the CPU into n logical devices for one test.
@@ -29,29 +28,12 @@ func splitCPU(t *testing.T, n int) {
 func cpu(i int) string { return fmt.Sprintf("%sCPU:%d", device.LocalPrefix, i) }
 
 // captureLog sends the package log to a buffer for one test.
-func captureLog(t *testing.T) *syncBuffer {
+func captureLog(t *testing.T) *syncbuf.Buffer {
 	t.Helper()
-	buf := &syncBuffer{}
+	buf := &syncbuf.Buffer{}
 	old := SetLogOutput(buf)
 	t.Cleanup(func() { SetLogOutput(old) })
 	return buf
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // recoverErr runs fn and returns the error it panicked with (nil if none).

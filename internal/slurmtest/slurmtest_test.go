@@ -13,7 +13,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"godist/distlib/cluster"
 	"godist/distlib/collective"
 	"godist/internal/leakcheck"
+	"godist/internal/syncbuf"
 )
 
 // helperEnv makes the test binary act as the program srun starts (see TestMain).
@@ -279,7 +279,7 @@ func TestCluster(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
-				var out syncBuffer
+				var out syncbuf.Buffer
 				spec := tc.spec
 				spec.Slurm, spec.Program, spec.Output = true, exe, &out
 				spec.Env = append(env, helperEnv+"="+tc.mode)
@@ -374,24 +374,6 @@ func TestCluster(t *testing.T) {
 			t.Errorf("%s still exists after Stop: %v", c.Dir, err)
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // processes returns the pids of the processes running program name (any directory) with
