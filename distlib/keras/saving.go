@@ -365,13 +365,19 @@ func readModelFile(path string) (*modelFileConfig, []byte, error) {
 		}
 		return b, nil
 	}
-	mb, err := entry(modelMetadataEntry)
-	if err != nil {
-		return nil, nil, err
+	jsonEntry := func(name string, v any) error {
+		b, err := entry(name)
+		if err != nil {
+			return err
+		}
+		if err := json.Unmarshal(b, v); err != nil {
+			return fmt.Errorf("%w: %s: %s: %v", ErrModelFile, path, name, err)
+		}
+		return nil
 	}
 	var md modelMetadata
-	if err := json.Unmarshal(mb, &md); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %s: %v", ErrModelFile, path, modelMetadataEntry, err)
+	if err := jsonEntry(modelMetadataEntry, &md); err != nil {
+		return nil, nil, err
 	}
 	if md.Format != modelFormat {
 		if md.Format == "" && md.KerasVersion != "" {
@@ -380,13 +386,9 @@ func readModelFile(path string) (*modelFileConfig, []byte, error) {
 		}
 		return nil, nil, fmt.Errorf("%w: %s has format %q, this godist reads %q", ErrModelFile, path, md.Format, modelFormat)
 	}
-	cb, err := entry(modelConfigEntry)
-	if err != nil {
-		return nil, nil, err
-	}
 	var fc modelFileConfig
-	if err := json.Unmarshal(cb, &fc); err != nil {
-		return nil, nil, fmt.Errorf("%w: %s: %s: %v", ErrModelFile, path, modelConfigEntry, err)
+	if err := jsonEntry(modelConfigEntry, &fc); err != nil {
+		return nil, nil, err
 	}
 	wb, err := entry(modelWeightsEntry)
 	if err != nil {
