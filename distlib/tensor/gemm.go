@@ -34,6 +34,11 @@ type microKernel struct {
 	// store, when set, is fn writing c = alpha*A*B without reading c (the first k-panel
 	// of a beta-0 product then needs no clearing pass over c).
 	store func(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int)
+	// inPlace, when set, is the kernel reading its operands through strides in elements,
+	// A(i, p) = a[i*ars+p*aps] and B(p, j) = b[p*bs+j] (all mr rows and nr columns are
+	// read), overwrite as store: sgemmBlocked then reads full strips of A and of a
+	// row-major B where they lie instead of packing them.
+	inPlace func(kc int, a []float32, ars, aps int, b []float32, bs int, alpha float32, c []float32, ldc, rows, cols int, overwrite bool)
 }
 
 var goKernel = microKernel{mr: 4, nr: 4, fn: kernel4x4}
@@ -137,7 +142,7 @@ func sgemmPureGo(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 }
 
 func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	overwrite := beta == 0 && mk.store != nil && k > 0 && alpha != 0
+	overwrite := beta == 0 && (mk.store != nil || mk.inPlace != nil) && k > 0 && alpha != 0
 	if beta != 1 && !overwrite {
 		for i := 0; i < m; i++ {
 			row := c[i*ldc : i*ldc+n]
@@ -153,86 +158,165 @@ func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float3
 	if k == 0 || alpha == 0 {
 		return
 	}
+	// The loops are BLIS's: for each kc-deep panel, each mc-row block of A (kept in the
+	// L2 cache), each nr-column strip of B (kept in L1), each mr-row strip of A. A kernel
+	// with strides reads full strips in place: A always (row-major or transposed), B when
+	// row-major; only edge strips are packed (zero padded). A transposed B is gathered
+	// into packed strips: one strip at a time, right before its use, when A is a single
+	// block (the input gradient of a dense layer: the 1.4 MB packed panel of the peer CNN
+	// never leaves L1), else the whole panel once.
 	mr, nr := mk.mr, mk.nr
 	nStrips := (n + nr - 1) / nr
-	bpBuf := getBuf(nStrips * nr * gemmKC)
+	direct := mk.inPlace != nil
+	directA := direct && !strideAliases(lda)
+	directB := direct && !transB && !strideAliases(ldb)
+	oneBlock := m <= gemmMC
+	panelB := !directB && !oneBlock // the whole packed panel, packed once per kc panel
+	bpLen := nr * gemmKC
+	if panelB {
+		bpLen = nStrips * nr * gemmKC
+	}
+	bpBuf := getBuf(bpLen)
 	apBuf := getBuf(gemmMC * gemmKC)
 	defer packPool.Put(bpBuf)
 	defer packPool.Put(apBuf)
 	bp, ap := *bpBuf, *apBuf
 	for p0 := 0; p0 < k; p0 += gemmKC {
 		kc := min(gemmKC, k-p0)
+		first := overwrite && p0 == 0
 		fn := mk.fn
-		if overwrite && p0 == 0 {
+		if first && mk.store != nil {
 			fn = mk.store
 		}
-		packB(nr, transB, b, ldb, p0, kc, n, bp)
+		if panelB {
+			packB(nr, transB, b, ldb, p0, kc, n, bp)
+		}
 		for i0 := 0; i0 < m; i0 += gemmMC {
 			mc := min(gemmMC, m-i0)
-			packA(mr, transA, a, lda, i0, mc, p0, kc, ap)
-			for is := 0; is < mc; is += mr {
-				apS := ap[is*kc : is*kc+mr*kc]
-				rows := min(mr, mc-is)
-				for js := 0; js < nStrips; js++ {
-					bpS := bp[js*nr*kc : (js+1)*nr*kc]
-					cols := min(nr, n-js*nr)
-					fn(kc, apS, bpS, alpha, c[(i0+is)*ldc+js*nr:], ldc, rows, cols)
+			edge := mc / mr * mr // where the strip of fewer than mr rows starts
+			var ears, eaps int   // its strides in ap[edge*kc:]
+			switch {
+			case !directA:
+				packA(mr, transA, a, lda, i0, mc, p0, kc, ap)
+			case edge < mc:
+				ears, eaps = copyEdgeA(mr, transA, a, lda, i0+edge, mc-edge, p0, kc, ap[edge*kc:])
+			}
+			for js := 0; js < nStrips; js++ {
+				j0 := js * nr
+				cols := min(nr, n-j0)
+				var bS []float32
+				bs := nr
+				switch {
+				case directB && cols == nr:
+					bS, bs = b[p0*ldb+j0:], ldb
+				case panelB:
+					bS = bp[js*nr*kc:]
+				default:
+					packBStrip(nr, transB, b, ldb, p0, kc, n, js, bp)
+					bS = bp
+				}
+				for is := 0; is < mc; is += mr {
+					rows := min(mr, mc-is)
+					cS := c[(i0+is)*ldc+j0:]
+					if !direct {
+						fn(kc, ap[is*kc:(is+mr)*kc], bS[:nr*kc], alpha, cS, ldc, rows, cols)
+						continue
+					}
+					aS, ars, aps := ap[is*kc:], 1, mr
+					switch {
+					case directA && rows < mr:
+						ars, aps = ears, eaps
+					case directA && transA:
+						aS, ars, aps = a[p0*lda+i0+is:], 1, lda
+					case directA:
+						aS, ars, aps = a[(i0+is)*lda+p0:], lda, 1
+					}
+					mk.inPlace(kc, aS, ars, aps, bS, bs, alpha, cS, ldc, rows, cols, first)
 				}
 			}
 		}
 	}
 }
 
+// copyEdgeA copies rows i0..i0+rows (rows < mr), columns p0..p0+kc, of op(A) into dst for
+// a kernel with strides, and returns the strides to read it with: whole rows of a
+// row-major A (kc values each, ars kc), or each column's rows of a transposed A (aps mr).
+// The rows past rows are left as they are: the kernel computes them but never stores them.
+func copyEdgeA(mr int, trans bool, a []float32, lda, i0, rows, p0, kc int, dst []float32) (ars, aps int) {
+	if trans {
+		for p := 0; p < kc; p++ {
+			off := (p0+p)*lda + i0
+			copy(dst[p*mr:p*mr+rows], a[off:off+rows])
+		}
+		return 1, mr
+	}
+	for i := 0; i < rows; i++ {
+		off := (i0+i)*lda + p0
+		copy(dst[i*kc:(i+1)*kc], a[off:off+kc])
+	}
+	return kc, 1
+}
+
+// strideAliases reports whether rows ld floats apart fall into the same few sets of the
+// L1 cache (ld*4 bytes a multiple of 2 KiB): a kernel reading 12 rows of A, or kc rows of
+// B, in place would then evict its own lines, so such operands are packed.
+func strideAliases(ld int) bool { return ld%512 == 0 }
+
 // packB packs rows p0..p0+kc of op(B) into strips of nr columns: strip s holds kc groups
 // of nr values, zero padded past n.
 func packB(nr int, trans bool, b []float32, ldb, p0, kc, n int, bp []float32) {
 	nStrips := (n + nr - 1) / nr
 	for s := 0; s < nStrips; s++ {
-		dst := bp[s*nr*kc : (s+1)*nr*kc]
-		j0 := s * nr
-		cols := min(nr, n-j0)
-		if !trans {
-			if cols == 32 && nr == 32 {
-				// Fixed-size copies inline (no memmove call per 128 bytes).
-				for p := 0; p < kc; p++ {
-					row := (p0+p)*ldb + j0
-					*(*[32]float32)(dst[p*32 : p*32+32]) = *(*[32]float32)(b[row : row+32])
-				}
-				continue
-			}
+		packBStrip(nr, trans, b, ldb, p0, kc, n, s, bp[s*nr*kc:(s+1)*nr*kc])
+	}
+}
+
+// packBStrip packs strip s of packB (columns s*nr.. of rows p0..p0+kc of op(B)) into dst.
+func packBStrip(nr int, trans bool, b []float32, ldb, p0, kc, n, s int, dst []float32) {
+	dst = dst[:nr*kc]
+	j0 := s * nr
+	cols := min(nr, n-j0)
+	if !trans {
+		if cols == 32 && nr == 32 {
+			// Fixed-size copies inline (no memmove call per 128 bytes).
 			for p := 0; p < kc; p++ {
-				row := (p0 + p) * ldb
-				d := dst[p*nr : p*nr+nr]
-				copy(d, b[row+j0:row+j0+cols])
-				clear(d[cols:])
+				row := (p0+p)*ldb + j0
+				*(*[32]float32)(dst[p*32 : p*32+32]) = *(*[32]float32)(b[row : row+32])
 			}
-			continue
+			return
 		}
-		// op(B)(p, j) = b[j*ldb + p]
-		if cols == 32 && nr == 32 && simd.PackTrans32(b[j0*ldb+p0:], ldb, kc, dst) {
-			continue
+		for p := 0; p < kc; p++ {
+			row := (p0 + p) * ldb
+			d := dst[p*nr : p*nr+nr]
+			copy(d, b[row+j0:row+j0+cols])
+			clear(d[cols:])
 		}
-		if cols == nr {
+		return
+	}
+	// op(B)(p, j) = b[j*ldb + p]
+	if cols == 32 && nr == 32 && simd.PackTrans32(b[j0*ldb+p0:], ldb, kc, dst) {
+		return
+	}
+	if cols == nr {
+		for p := 0; p < kc; p++ {
+			d := dst[p*nr : p*nr+nr]
+			off := j0*ldb + p0 + p
+			for jj := range d {
+				d[jj] = b[off+jj*ldb]
+			}
+		}
+		return
+	}
+	for jj := 0; jj < nr; jj++ {
+		if jj >= cols {
 			for p := 0; p < kc; p++ {
-				d := dst[p*nr : p*nr+nr]
-				off := j0*ldb + p0 + p
-				for jj := range d {
-					d[jj] = b[off+jj*ldb]
-				}
+				dst[p*nr+jj] = 0
 			}
 			continue
 		}
-		for jj := 0; jj < nr; jj++ {
-			if jj >= cols {
-				for p := 0; p < kc; p++ {
-					dst[p*nr+jj] = 0
-				}
-				continue
-			}
-			src := b[(j0+jj)*ldb+p0 : (j0+jj)*ldb+p0+kc]
-			for p, v := range src {
-				dst[p*nr+jj] = v
-			}
+		src := b[(j0+jj)*ldb+p0 : (j0+jj)*ldb+p0+kc]
+		for p, v := range src {
+			dst[p*nr+jj] = v
 		}
 	}
 }

@@ -10,14 +10,15 @@ import "golang.org/x/sys/cpu"
 func kern6x16(kc int, a, b, c *float32, ldc int, alpha float32)
 
 // kern12x32 is the AVX-512 micro-kernel of gemm_avx512_amd64.s: rows <= 12 rows and the
-// columns set in mask (bit j: column j, j < 32) of the 12 x 32 tile.
+// columns set in mask (bit j: column j, j < 32) of the 12 x 32 tile, A(i, p) at
+// a[i*ars+p*aps] and B(p, j) at b[p*bs+j].
 //
 //go:noescape
-func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
+func kern12x32(kc int, a *float32, ars, aps int, b *float32, bs int, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
 
 var (
 	avx2Kernel   = microKernel{mr: 6, nr: 16, fn: kernelAVX2}
-	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512, store: kernelAVX512Store}
+	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512, store: kernelAVX512Store, inPlace: kernelAVX512InPlace}
 	hasAVX2      = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	hasAVX512    = cpu.X86.HasAVX512F
 )
@@ -63,27 +64,32 @@ func kernelAVX2(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows,
 	}
 }
 
-// kernelAVX512 runs the AVX-512 micro-kernel on a rows x cols corner of c directly: edge
-// tiles use masked loads and stores, so no scratch tile is needed.
-func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
+// kernelAVX512InPlace runs the AVX-512 micro-kernel on a rows x cols corner of c, with
+// A(i, p) = a[i*ars+p*aps] for all 12 rows and B(p, j) = b[p*bs+j] for all 32 columns
+// (edge tiles of c use masked loads and stores, so no scratch tile is needed; the operands
+// of an edge tile are padded by the caller). overwrite writes c = alpha*A*B without
+// reading c.
+func kernelAVX512InPlace(kc int, a []float32, ars, aps int, b []float32, bs int, alpha float32, c []float32, ldc, rows, cols int, overwrite bool) {
 	if kc == 0 || rows <= 0 || cols <= 0 {
 		return
 	}
-	_ = ap[12*kc-1]
-	_ = bp[32*kc-1]
+	_ = a[11*ars+(kc-1)*aps] // every element the kernel reads lies in a and b
+	_ = b[(kc-1)*bs+31]
 	_ = c[(rows-1)*ldc+cols-1] // every element the masked stores write lies in c
 	mask := uint64(1)<<min(cols, 32) - 1
-	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask, mask)
+	load := mask
+	if overwrite {
+		load = 0
+	}
+	kern12x32(kc, &a[0], ars, aps, &b[0], bs, &c[0], ldc, alpha, min(rows, 12), mask, load)
+}
+
+// kernelAVX512 runs the AVX-512 micro-kernel on packed strips.
+func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
+	kernelAVX512InPlace(kc, ap, 1, 12, bp, 32, alpha, c, ldc, rows, cols, false)
 }
 
 // kernelAVX512Store is kernelAVX512 writing C = alpha*A*B without reading C.
 func kernelAVX512Store(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
-	if kc == 0 || rows <= 0 || cols <= 0 {
-		return
-	}
-	_ = ap[12*kc-1]
-	_ = bp[32*kc-1]
-	_ = c[(rows-1)*ldc+cols-1]
-	mask := uint64(1)<<min(cols, 32) - 1
-	kern12x32(kc, &ap[0], &bp[0], &c[0], ldc, alpha, min(rows, 12), mask, 0)
+	kernelAVX512InPlace(kc, ap, 1, 12, bp, 32, alpha, c, ldc, rows, cols, true)
 }

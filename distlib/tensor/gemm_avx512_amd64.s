@@ -2,30 +2,47 @@
 
 #include "textflag.h"
 
-// func kern12x32(kc int, a, b, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
-// C[0:rows, cols] += alpha * A(12 x kc, packed: kc groups of 12) * B(kc x 32, packed: kc groups of 32),
-// where the columns written are those set in mask (bits 0-15: columns 0-15, bits 16-31: 16-31);
-// C is read where load has the bits set (load = mask: C += ...; load = 0: C = alpha*A*B,
-// C not read: a beta-0 product needs no clearing pass first).
-// Masked loads and stores never touch the columns past the mask. Needs AVX-512F; kc >= 1,
-// 1 <= rows <= 12. Z0-Z23 hold the 12 x 32 accumulators (row i in Z(2i), Z(2i+1)); A values
-// are broadcast from memory into the FMAs.
-TEXT ·kern12x32(SB), NOSPLIT, $0-72
+// func kern12x32(kc int, a *float32, ars, aps int, b *float32, bs int, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
+// C[0:rows, cols] += alpha * A(12 x kc) * B(kc x 32), where A(i, p) is a[i*ars + p*aps] and
+// B(p, 0:32) is b[p*bs : p*bs+32] (strides in elements): packed operands (ars 1, aps 12;
+// bs 32) and operands read in place (a row-major A: ars lda, aps 1; a transposed one: ars 1,
+// aps lda; a row-major B: bs ldb) alike. The columns written are those set in mask (bits
+// 0-15: columns 0-15, bits 16-31: 16-31); C is read where load has the bits set (load =
+// mask: C += ...; load = 0: C = alpha*A*B, C not read: a beta-0 product needs no clearing
+// pass first). Masked loads and stores never touch the columns past the mask. All 12 rows
+// of A and all 32 columns of B are read (the caller pads edge strips). Needs AVX-512F;
+// kc >= 1, 1 <= rows <= 12. Z0-Z23 hold the 12 x 32 accumulators (row i in Z(2i),
+// Z(2i+1)); each A value is broadcast once into one of Z26-Z31 for its two FMAs, so a step
+// of 24 FMAs issues 14 loads. Rows 3j..3j+2 of A are read through base register j (SI,
+// R10, R11, R12) plus 0, 1 or 2 row strides (BX).
+TEXT ·kern12x32(SB), NOSPLIT, $0-96
 	MOVQ kc+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+	MOVQ ars+16(FP), BX
+	SHLQ $2, BX
+	MOVQ aps+24(FP), AX
+	SHLQ $2, AX
+	MOVQ b+32(FP), DI
+	MOVQ bs+40(FP), R13
+	SHLQ $2, R13
+	LEAQ (SI)(BX*2), R10
+	ADDQ BX, R10
+	LEAQ (R10)(BX*2), R11
+	ADDQ BX, R11
+	LEAQ (R11)(BX*2), R12
+	ADDQ BX, R12
+	MOVQ ldc+56(FP), R8
 	SHLQ $2, R8
-	MOVQ rows+48(FP), R9
-	MOVQ mask+56(FP), AX
-	KMOVW AX, K1
-	SHRQ $16, AX
-	KMOVW AX, K2
-	MOVQ load+64(FP), AX
-	KMOVW AX, K3
-	SHRQ $16, AX
-	KMOVW AX, K4
+	MOVQ rows+72(FP), R9
+	MOVQ mask+80(FP), DX
+	KMOVW DX, K1
+	SHRQ $16, DX
+	KMOVW DX, K2
+	MOVQ load+88(FP), DX
+	KMOVW DX, K3
+	SHRQ $16, DX
+	KMOVW DX, K4
+	MOVQ c+48(FP), DX
 	VPXORD Z0, Z0, Z0
 	VPXORD Z1, Z1, Z1
 	VPXORD Z2, Z2, Z2
@@ -54,36 +71,51 @@ TEXT ·kern12x32(SB), NOSPLIT, $0-72
 loop:
 	VMOVUPS (DI), Z24
 	VMOVUPS 64(DI), Z25
-	VFMADD231PS.BCST 0(SI), Z24, Z0
-	VFMADD231PS.BCST 0(SI), Z25, Z1
-	VFMADD231PS.BCST 4(SI), Z24, Z2
-	VFMADD231PS.BCST 4(SI), Z25, Z3
-	VFMADD231PS.BCST 8(SI), Z24, Z4
-	VFMADD231PS.BCST 8(SI), Z25, Z5
-	VFMADD231PS.BCST 12(SI), Z24, Z6
-	VFMADD231PS.BCST 12(SI), Z25, Z7
-	VFMADD231PS.BCST 16(SI), Z24, Z8
-	VFMADD231PS.BCST 16(SI), Z25, Z9
-	VFMADD231PS.BCST 20(SI), Z24, Z10
-	VFMADD231PS.BCST 20(SI), Z25, Z11
-	VFMADD231PS.BCST 24(SI), Z24, Z12
-	VFMADD231PS.BCST 24(SI), Z25, Z13
-	VFMADD231PS.BCST 28(SI), Z24, Z14
-	VFMADD231PS.BCST 28(SI), Z25, Z15
-	VFMADD231PS.BCST 32(SI), Z24, Z16
-	VFMADD231PS.BCST 32(SI), Z25, Z17
-	VFMADD231PS.BCST 36(SI), Z24, Z18
-	VFMADD231PS.BCST 36(SI), Z25, Z19
-	VFMADD231PS.BCST 40(SI), Z24, Z20
-	VFMADD231PS.BCST 40(SI), Z25, Z21
-	VFMADD231PS.BCST 44(SI), Z24, Z22
-	VFMADD231PS.BCST 44(SI), Z25, Z23
-	ADDQ $48, SI
-	ADDQ $128, DI
+	VBROADCASTSS (SI), Z26
+	VFMADD231PS Z26, Z24, Z0
+	VFMADD231PS Z26, Z25, Z1
+	VBROADCASTSS (SI)(BX*1), Z27
+	VFMADD231PS Z27, Z24, Z2
+	VFMADD231PS Z27, Z25, Z3
+	VBROADCASTSS (SI)(BX*2), Z28
+	VFMADD231PS Z28, Z24, Z4
+	VFMADD231PS Z28, Z25, Z5
+	VBROADCASTSS (R10), Z29
+	VFMADD231PS Z29, Z24, Z6
+	VFMADD231PS Z29, Z25, Z7
+	VBROADCASTSS (R10)(BX*1), Z30
+	VFMADD231PS Z30, Z24, Z8
+	VFMADD231PS Z30, Z25, Z9
+	VBROADCASTSS (R10)(BX*2), Z31
+	VFMADD231PS Z31, Z24, Z10
+	VFMADD231PS Z31, Z25, Z11
+	VBROADCASTSS (R11), Z26
+	VFMADD231PS Z26, Z24, Z12
+	VFMADD231PS Z26, Z25, Z13
+	VBROADCASTSS (R11)(BX*1), Z27
+	VFMADD231PS Z27, Z24, Z14
+	VFMADD231PS Z27, Z25, Z15
+	VBROADCASTSS (R11)(BX*2), Z28
+	VFMADD231PS Z28, Z24, Z16
+	VFMADD231PS Z28, Z25, Z17
+	VBROADCASTSS (R12), Z29
+	VFMADD231PS Z29, Z24, Z18
+	VFMADD231PS Z29, Z25, Z19
+	VBROADCASTSS (R12)(BX*1), Z30
+	VFMADD231PS Z30, Z24, Z20
+	VFMADD231PS Z30, Z25, Z21
+	VBROADCASTSS (R12)(BX*2), Z31
+	VFMADD231PS Z31, Z24, Z22
+	VFMADD231PS Z31, Z25, Z23
+	ADDQ AX, SI
+	ADDQ AX, R10
+	ADDQ AX, R11
+	ADDQ AX, R12
+	ADDQ R13, DI
 	DECQ CX
 	JNZ  loop
 
-	VBROADCASTSS alpha+40(FP), Z26
+	VBROADCASTSS alpha+64(FP), Z26
 	VMOVUPS.Z (DX), K3, Z27
 	VMOVUPS.Z 64(DX), K4, Z28
 	VFMADD231PS Z0, Z26, Z27
