@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"unsafe"
 
 	"godist/distlib/device"
 )
@@ -165,6 +166,7 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 	if target.node != nil {
 		grads[target] = OnesLike(target)
 	}
+	var sc scratchRefs
 	for i := len(order) - 1; i >= 0; i-- {
 		t := order[i]
 		g := grads[t]
@@ -181,8 +183,11 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 			if !need[j] || gs[j] == nil {
 				continue
 			}
+			sc.hold(gs[j])
 			if prev := grads[in]; prev != nil {
 				grads[in] = addSame(prev, gs[j])
+				sc.drop(prev)
+				sc.drop(gs[j])
 			} else {
 				grads[in] = gs[j]
 			}
@@ -191,6 +196,8 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 			delete(grads, t) // no longer needed unless it is a source
 			if isSource(t, srcs) {
 				grads[t] = g
+			} else {
+				sc.drop(g)
 			}
 		}
 	}
@@ -229,6 +236,58 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 		}
 	}
 	return out
+}
+
+// scratchRefs counts, for each scratch buffer a backward function returned (newGradOn),
+// the entries of the gradients walk's map whose data lies in it (the tensor itself, or a
+// view such as a reshape's gradient), and gives the buffer back to the pool when the
+// count drops to zero. Only the map's entries outlive a backward call (backward functions
+// keep no gradients), so a buffer no entry refers to is garbage; the results are built
+// from entries, so their storage is never given back.
+type scratchRefs struct {
+	bufs []*[]float32
+	refs []int
+}
+
+// owner returns the index of the scratch buffer holding t's data, or -1.
+func (sc *scratchRefs) owner(t *Tensor) int {
+	if len(t.data) == 0 {
+		return -1
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(t.data)))
+	for i, b := range sc.bufs {
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(*b)))
+		if p >= base && p < base+uintptr(cap(*b))*4 {
+			return i
+		}
+	}
+	return -1
+}
+
+// hold counts one more map entry referring to t's data, registering t's own scratch
+// buffer first.
+func (sc *scratchRefs) hold(t *Tensor) {
+	if t.scratch != nil && sc.owner(t) < 0 {
+		sc.bufs = append(sc.bufs, t.scratch)
+		sc.refs = append(sc.refs, 0)
+	}
+	if i := sc.owner(t); i >= 0 {
+		sc.refs[i]++
+	}
+}
+
+// drop counts one map entry fewer referring to t's data, giving the buffer back at zero.
+func (sc *scratchRefs) drop(t *Tensor) {
+	i := sc.owner(t)
+	if i < 0 {
+		return
+	}
+	if sc.refs[i]--; sc.refs[i] == 0 {
+		packPool.Put(sc.bufs[i])
+		last := len(sc.bufs) - 1
+		sc.bufs[i], sc.refs[i] = sc.bufs[last], sc.refs[last]
+		sc.bufs, sc.refs = sc.bufs[:last], sc.refs[:last]
+	}
 }
 
 func isSource(t *Tensor, srcs []any) bool {

@@ -66,6 +66,20 @@ func newOn(dev string, shape []int) *Tensor {
 	return &Tensor{shape: shape, data: make([]float32, n), device: dev}
 }
 
+// newGradOn returns a tensor for a backward function's result whose storage comes from the
+// scratch pool, not zeroed: only for results the function writes in full. The walk in
+// gradients gives the storage back as soon as no gradient refers to it, so the next
+// backward pass (the next training step) reuses it, often still in the cache, and the
+// garbage collector neither zeroes nor collects it.
+func newGradOn(dev string, shape []int) *Tensor {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	buf := getBuf(n)
+	return &Tensor{shape: shape, data: *buf, device: dev, scratch: buf}
+}
+
 // Ones returns a tensor of the given shape filled with ones.
 func Ones(shape ...int) *Tensor { return Fill(1, shape...) }
 

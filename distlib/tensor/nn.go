@@ -176,7 +176,7 @@ func Dense(x, w, b *Tensor, relu bool) *Tensor {
 		}
 		res := make([]*Tensor, len(ins))
 		if need[0] {
-			gx := newOn(g.device, x.Shape())
+			gx := newGradOn(g.device, x.Shape()) // beta 0: written in full
 			gemmOn(g.device, false, true, n, in, outN, gz.data, outN, w.data, outN, 0, gx.data, in)
 			res[0] = gx
 		}

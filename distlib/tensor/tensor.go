@@ -28,6 +28,9 @@ type Tensor struct {
 	data   []float32
 	device string // full device name, "" means the default device
 	node   *node  // autodiff record, nil when not produced under a watched computation
+	// scratch is the pool buffer holding data when a backward function made this tensor
+	// with newGradOn; gradients gives it back once no gradient refers to it.
+	scratch *[]float32
 }
 
 // New returns a tensor with the given shape that uses data as its storage (not copied).
