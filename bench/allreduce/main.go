@@ -30,16 +30,21 @@ import (
 	"godist/distlib/transport"
 )
 
-var sizesMiB = []int{1, 16, 64}
+var sizeBytes = []int{1 << 20, 16 << 20, 64 << 20}
 
 func parseSizes(s string) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("--sizes: %q is not a positive number of MiB", f)
+		f = strings.TrimSpace(f)
+		unit, num := 1<<20, f
+		if k, ok := strings.CutSuffix(f, "K"); ok {
+			unit, num = 1<<10, k
 		}
-		out = append(out, n)
+		n, err := strconv.Atoi(num)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("--sizes: %q is not a positive number of MiB (or of KiB, with K after it)", f)
+		}
+		out = append(out, n*unit)
 	}
 	return out, nil
 }
@@ -51,11 +56,11 @@ func main() {
 	chunk := flag.Int("chunk", collective.DefaultChunkBytes, "ring chunk size in bytes")
 	grpcOnly := flag.Bool("grpc-only", false, "send over gRPC streams instead of the TCP data path")
 	noShm := flag.Bool("no-shm", false, "do not share memory between the ranks: every byte over the transport")
-	sizes := flag.String("sizes", "1,16,64", "comma-separated buffer sizes in MiB")
+	sizes := flag.String("sizes", "1,16,64", "comma-separated buffer sizes in MiB, or in KiB with a K after the number (4K)")
 	profile := flag.String("cpuprofile", "", "write each rank's CPU profile to this path plus .rankN")
 	flag.Parse()
 	var err error
-	if sizesMiB, err = parseSizes(*sizes); err != nil {
+	if sizeBytes, err = parseSizes(*sizes); err != nil {
 		fmt.Fprintln(os.Stderr, "allreduce bench:", err)
 		os.Exit(2)
 	}
@@ -146,10 +151,10 @@ func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly, noShm b
 	if rank == 0 {
 		fmt.Printf("godist all-reduce over transport.GRPC (%s), world %d, chunk %d B | GB/s = 1e9 B/s\n", path, n, chunk)
 	}
-	for _, mib := range sizesMiB {
-		buf := make([]float32, mib<<20/4)
+	for _, size := range sizeBytes {
+		buf := make([]float32, size/4)
 		if sm != nil {
-			if buf, err = sm.Alloc(mib << 20 / 4); err != nil {
+			if buf, err = sm.Alloc(size / 4); err != nil {
 				return err
 			}
 		}
@@ -189,8 +194,8 @@ func child(rank int, addrs []string, iters, warmup, chunk int, grpcOnly, noShm b
 			if len(times)%2 == 0 {
 				med = (float64(times[len(times)/2-1]) + med) / 2
 			}
-			alg := float64(mib<<20) / med / 1e9
-			out, _ := json.Marshal(map[string]any{"path": path, "size_MiB": mib, "median_ms": round(med * 1e3), "algbw_GBps": round(alg),
+			alg := float64(size) / med / 1e9
+			out, _ := json.Marshal(map[string]any{"path": path, "size_MiB": float64(size) / (1 << 20), "size_bytes": size, "median_ms": round(med * 1e3), "algbw_GBps": round(alg),
 				"busbw_GBps": round(alg * 2 * float64(n-1) / float64(n)), "min_ms": round(float64(times[0]) * 1e3)})
 			fmt.Println(string(out))
 		}

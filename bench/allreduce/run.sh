@@ -30,7 +30,7 @@ for name, path in (("shared memory", sys.argv[2]), ("TCP ring", sys.argv[3])):
   for line in open(path):
     if line.startswith("{"):
         d = json.loads(line)
-        print(f"{d['size_MiB']:3d} MiB, {name}: godist busbw {d['busbw_GBps']:.3f} GB/s = {d['busbw_GBps'] / tcp:.2f} of one loopback TCP stream ({tcp:.2f} GB/s), "
+        print(f"{d['size_MiB']:3g} MiB, {name}: godist busbw {d['busbw_GBps']:.3f} GB/s = {d['busbw_GBps'] / tcp:.2f} of one loopback TCP stream ({tcp:.2f} GB/s), "
               f"{d['busbw_GBps'] / ex:.2f} of a stream each way ({ex:.2f} GB/s per direction)"
               + (f", {d['busbw_GBps'] / mc:.2f} of one thread's memory copy ({mc:.2f} GB/s)" if name == "shared memory" else ""))
 PY
