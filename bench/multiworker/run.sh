@@ -10,7 +10,10 @@
 #
 # It also measures the co-located bound: two independent one-worker processes run side by
 # side (no communication), whose summed throughput is what two workers sharing these cores
-# and their memory can reach, and prints MWMS's 2-worker throughput as a fraction of it.
+# and their memory can reach, and prints MWMS's 2-worker throughput as a fraction of it;
+# and, with each of the two pinned to its own core, the lockstep bound: twice the slower
+# core's figure, the most that workers waiting for each other at every step can reach
+# (the cores of a VM can differ: on 2026-11-26 one worker trained 46% faster on CPU 1).
 #
 # Every godist worker runs its kernels on one thread (GODIST_KERNEL_THREADS=1) with
 # GOMAXPROCS=PROCS (default 1; PROCS=2 leaves each worker a second P for its all-reduce
@@ -22,6 +25,8 @@ source "$(dirname "$0")/../lib.sh"
 bench_setup 2
 bench_build mw multiworker
 bench_machine
+PIN=
+if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN=1; fi
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
   OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2.jsonl"
@@ -29,8 +34,13 @@ for r in $(seq "$ROUNDS"); do
   GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
   # The co-located bound: two independent one-worker processes side by side (no
   # communication) share the cores and the memory as the two workers do.
+  # Each is pinned to its own core (a to CPU 0, b to CPU 1) where taskset and two cores are
+  # there, so that each core's speed is known: the cores of a VM need not be equally fast,
+  # and workers in lockstep all go at the slowest one's pace.
   for side in a b; do
-    GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >"$tmp/solo.$r.$side" &
+    pin=()
+    if [ -n "$PIN" ]; then pin=(taskset -c "$([ $side = a ] && echo 0 || echo 1)"); fi
+    GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "${pin[@]}" "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >"$tmp/solo.$r.$side" &
   done
   wait
   cat "$tmp/solo.$r.a" "$tmp/solo.$r.b" >>"$tmp/solo$r.jsonl"
@@ -38,8 +48,8 @@ for r in $(seq "$ROUNDS"); do
   sed -n 1p "$tmp/py.$r" >>"$tmp/py1.jsonl"
   sed -n 2p "$tmp/py.$r" >>"$tmp/py2.jsonl"
 done
-/usr/bin/python3 - "$tmp" <<'PY'
-import json, statistics, sys
+PIN=$PIN /usr/bin/python3 - "$tmp" <<'PY'
+import json, os, statistics, sys
 d = sys.argv[1]
 def load(name):
     ws, cfg = [], ""
@@ -81,4 +91,12 @@ if bounds:
     per = lambda name: [statistics.median(x for x, _ in json.loads(l)["windows"]) for l in open(f"{d}/{name}.jsonl")]
     for i, (two, tcp, bound) in enumerate(zip(per("go2"), per("go2tcp"), bounds), 1):
         print(f"  round {i}: MWMS 2 workers {two:.0f}, without shared memory {tcp:.0f}, bound {bound:.0f}: {two / bound:.2f} and {tcp / bound:.2f} of the bound")
+    # Workers in lockstep wait for the slower one at every step, so on cores of unequal speed
+    # they can reach at most twice the slower core's figure: the lockstep bound.
+    cores = [[statistics.median(x for x, _ in json.loads(l)["windows"]) for l in open(f"{d}/solo{i}.jsonl")] for i in range(1, len(bounds) + 1)]
+    lock = [2 * min(c) for c in cores]
+    lb = statistics.median(lock)
+    print(f"one worker per core, side by side (CPU 0, CPU 1{'' if os.environ.get('PIN') else ', unpinned'}): "
+          + "; ".join(f"round {i}: {c[0]:.0f}, {c[1]:.0f}" for i, c in enumerate(cores, 1))
+          + f"; lockstep bound (twice the slower) {lb:.0f}: MWMS 2 workers {res['go2'][1] / lb:.2f} of it")
 PY
