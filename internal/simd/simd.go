@@ -92,7 +92,8 @@ func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
 
 // PackTrans32 packs a 32-column strip of a transposed matrix for a matrix multiply: for p
 // in [0, kc), dst[p*32+j] = b[j*ldb+p], j in [0, 32) (b starts at the strip's first
-// element). It gathers 16 columns at a time.
+// element). Blocks of 16 columns are transposed in registers (16 x 16 values at a time),
+// the last kc%16 columns gathered.
 func PackTrans32(b []float32, ldb, kc int, dst []float32) bool {
 	if !hasAVX512 || kc <= 0 || ldb <= 0 || ldb >= 1<<24 {
 		return false

@@ -323,13 +323,151 @@ adamloop:
 	RET
 
 // func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
-// Z30 holds the indices 0, ldb, ..., 15*ldb; the second half of the strip starts
-// 16*ldb floats further.
+// Blocks of 16 columns (p) go through registers, one half of the strip (16 rows, j) at a
+// time: the 16 rows' values are loaded and transposed, 4x4 within 128-bit lanes by two
+// rounds of unpacks, then across lanes by two rounds of VSHUFF32X4 (64 shuffles for 256
+// values), and each transposed row is stored where its p's 16 values of that half go. Rows
+// are read through bases R10, R11, R12, BX (rows 0, 4, 8, 12 of the half) plus 0 to 3 row
+// strides (R8, R9 = 3*R8). The last kc%16 columns are gathered: Z30 holds the indices 0,
+// ldb, ..., 15*ldb, and the second half of the strip starts 16*ldb floats further.
 TEXT ·packTrans32AVX512(SB), NOSPLIT, $0-32
+	MOVQ b+0(FP), SI
+	MOVQ ldb+8(FP), R8
+	SHLQ $2, R8              // row stride in bytes
+	LEAQ (R8)(R8*2), R9      // 3 row strides
+	MOVQ kc+16(FP), DX
+	SHRQ $4, DX              // full 16-column blocks
+	JZ   tail
+	MOVQ dst+24(FP), DI
+	MOVQ $2, CX              // halves left
+
+half:
+	MOVQ DX, R13             // blocks left in this half
+	MOVQ SI, R10
+	MOVQ DI, AX
+
+block:
+	LEAQ (R10)(R8*4), R11
+	LEAQ (R11)(R8*4), R12
+	LEAQ (R12)(R8*4), BX
+	VMOVUPS (R10), Z0
+	VMOVUPS (R10)(R8*1), Z1
+	VMOVUPS (R10)(R8*2), Z2
+	VMOVUPS (R10)(R9*1), Z3
+	VMOVUPS (R11), Z4
+	VMOVUPS (R11)(R8*1), Z5
+	VMOVUPS (R11)(R8*2), Z6
+	VMOVUPS (R11)(R9*1), Z7
+	VMOVUPS (R12), Z8
+	VMOVUPS (R12)(R8*1), Z9
+	VMOVUPS (R12)(R8*2), Z10
+	VMOVUPS (R12)(R9*1), Z11
+	VMOVUPS (BX), Z12
+	VMOVUPS (BX)(R8*1), Z13
+	VMOVUPS (BX)(R8*2), Z14
+	VMOVUPS (BX)(R9*1), Z15
+	VUNPCKLPS Z1, Z0, Z16
+	VUNPCKHPS Z1, Z0, Z17
+	VUNPCKLPS Z3, Z2, Z18
+	VUNPCKHPS Z3, Z2, Z19
+	VUNPCKLPS Z5, Z4, Z20
+	VUNPCKHPS Z5, Z4, Z21
+	VUNPCKLPS Z7, Z6, Z22
+	VUNPCKHPS Z7, Z6, Z23
+	VUNPCKLPS Z9, Z8, Z24
+	VUNPCKHPS Z9, Z8, Z25
+	VUNPCKLPS Z11, Z10, Z26
+	VUNPCKHPS Z11, Z10, Z27
+	VUNPCKLPS Z13, Z12, Z28
+	VUNPCKHPS Z13, Z12, Z29
+	VUNPCKLPS Z15, Z14, Z30
+	VUNPCKHPS Z15, Z14, Z31
+	VUNPCKLPD Z18, Z16, Z0
+	VUNPCKHPD Z18, Z16, Z1
+	VUNPCKLPD Z19, Z17, Z2
+	VUNPCKHPD Z19, Z17, Z3
+	VUNPCKLPD Z22, Z20, Z4
+	VUNPCKHPD Z22, Z20, Z5
+	VUNPCKLPD Z23, Z21, Z6
+	VUNPCKHPD Z23, Z21, Z7
+	VUNPCKLPD Z26, Z24, Z8
+	VUNPCKHPD Z26, Z24, Z9
+	VUNPCKLPD Z27, Z25, Z10
+	VUNPCKHPD Z27, Z25, Z11
+	VUNPCKLPD Z30, Z28, Z12
+	VUNPCKHPD Z30, Z28, Z13
+	VUNPCKLPD Z31, Z29, Z14
+	VUNPCKHPD Z31, Z29, Z15
+	VSHUFF32X4 $0x44, Z4, Z0, Z16
+	VSHUFF32X4 $0xEE, Z4, Z0, Z17
+	VSHUFF32X4 $0x44, Z12, Z8, Z18
+	VSHUFF32X4 $0xEE, Z12, Z8, Z19
+	VSHUFF32X4 $0x88, Z18, Z16, Z20
+	VSHUFF32X4 $0xDD, Z18, Z16, Z21
+	VSHUFF32X4 $0x88, Z19, Z17, Z22
+	VSHUFF32X4 $0xDD, Z19, Z17, Z23
+	VMOVUPS Z20, 0(AX)
+	VMOVUPS Z21, 512(AX)
+	VMOVUPS Z22, 1024(AX)
+	VMOVUPS Z23, 1536(AX)
+	VSHUFF32X4 $0x44, Z5, Z1, Z16
+	VSHUFF32X4 $0xEE, Z5, Z1, Z17
+	VSHUFF32X4 $0x44, Z13, Z9, Z18
+	VSHUFF32X4 $0xEE, Z13, Z9, Z19
+	VSHUFF32X4 $0x88, Z18, Z16, Z20
+	VSHUFF32X4 $0xDD, Z18, Z16, Z21
+	VSHUFF32X4 $0x88, Z19, Z17, Z22
+	VSHUFF32X4 $0xDD, Z19, Z17, Z23
+	VMOVUPS Z20, 128(AX)
+	VMOVUPS Z21, 640(AX)
+	VMOVUPS Z22, 1152(AX)
+	VMOVUPS Z23, 1664(AX)
+	VSHUFF32X4 $0x44, Z6, Z2, Z16
+	VSHUFF32X4 $0xEE, Z6, Z2, Z17
+	VSHUFF32X4 $0x44, Z14, Z10, Z18
+	VSHUFF32X4 $0xEE, Z14, Z10, Z19
+	VSHUFF32X4 $0x88, Z18, Z16, Z20
+	VSHUFF32X4 $0xDD, Z18, Z16, Z21
+	VSHUFF32X4 $0x88, Z19, Z17, Z22
+	VSHUFF32X4 $0xDD, Z19, Z17, Z23
+	VMOVUPS Z20, 256(AX)
+	VMOVUPS Z21, 768(AX)
+	VMOVUPS Z22, 1280(AX)
+	VMOVUPS Z23, 1792(AX)
+	VSHUFF32X4 $0x44, Z7, Z3, Z16
+	VSHUFF32X4 $0xEE, Z7, Z3, Z17
+	VSHUFF32X4 $0x44, Z15, Z11, Z18
+	VSHUFF32X4 $0xEE, Z15, Z11, Z19
+	VSHUFF32X4 $0x88, Z18, Z16, Z20
+	VSHUFF32X4 $0xDD, Z18, Z16, Z21
+	VSHUFF32X4 $0x88, Z19, Z17, Z22
+	VSHUFF32X4 $0xDD, Z19, Z17, Z23
+	VMOVUPS Z20, 384(AX)
+	VMOVUPS Z21, 896(AX)
+	VMOVUPS Z22, 1408(AX)
+	VMOVUPS Z23, 1920(AX)
+	ADDQ $64, R10            // the next 16 columns
+	ADDQ $2048, AX           // 16 groups of 32 values further
+	DECQ R13
+	JNZ  block
+	LEAQ (SI)(R8*8), SI
+	LEAQ (SI)(R8*8), SI      // the second half: 16 rows further
+	ADDQ $64, DI             // the second 16 values of each group
+	DECQ CX
+	JNZ  half
+
+tail:
 	MOVQ b+0(FP), SI
 	MOVQ ldb+8(FP), AX
 	MOVQ kc+16(FP), CX
 	MOVQ dst+24(FP), DI
+	MOVQ CX, DX
+	ANDQ $-16, DX            // columns done
+	LEAQ (SI)(DX*4), SI
+	SHLQ $7, DX              // 128 bytes of dst per column
+	ADDQ DX, DI
+	ANDQ $15, CX
+	JZ   done
 	// indices: j*ldb for j = 0..15
 	VPBROADCASTD AX, Z1      // ldb in every lane
 	MOVL         $0, DX
@@ -356,8 +494,10 @@ ploop:
 	ADDQ       $128, DI
 	DECQ       CX
 	JNZ        ploop
+done:
 	VZEROUPPER
 	RET
+
 
 // func convReLUPoolAVX512(x *float32, w int, k, bias, out *float32, code *uint8, pw, o int)
 // For each 16-filter block (kernel rows Z0-Z8, bias Z9) and each pooled pixel: the 4

@@ -99,7 +99,7 @@ func TestPackTrans32(t *testing.T) {
 	if !hasAVX512 {
 		t.Skip("simd: this CPU has no AVX-512")
 	}
-	for _, tc := range []struct{ ldb, kc int }{{64, 64}, {70, 33}, {5408, 64}, {40, 1}} {
+	for _, tc := range []struct{ ldb, kc int }{{64, 64}, {70, 33}, {5408, 64}, {40, 1}, {16, 16}, {17, 17}, {512, 48}, {33, 15}} {
 		b := make([]float32, 32*tc.ldb)
 		for i := range b {
 			b[i] = float32(i)
@@ -230,4 +230,21 @@ func TestAdd(t *testing.T) {
 			}
 		}
 	}
+}
+
+// BenchmarkPackTrans32 packs the strips of the peer CNN's dense kernel transposed (5408 rows
+// of 64 values: the input gradient's B), 169 strips of 32 rows.
+func BenchmarkPackTrans32(b *testing.B) {
+	if !hasAVX512 {
+		b.Skip("simd: this CPU has no AVX-512")
+	}
+	const rows, ldb = 5408, 64
+	src := make([]float32, rows*ldb)
+	dst := make([]float32, 32*ldb)
+	for b.Loop() {
+		for j0 := 0; j0+32 <= rows; j0 += 32 {
+			PackTrans32(src[j0*ldb:], ldb, ldb, dst)
+		}
+	}
+	b.ReportMetric(float64(rows*ldb*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
