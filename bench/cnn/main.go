@@ -110,10 +110,16 @@ func main() {
 	xs, ys := synthetic(16, *batch)
 	vars := m.vars()
 	var last float32
+	// The gradients go into the same buffers every step (GradientInto), as keras' training
+	// steps keep theirs.
+	gbuf := make([][]float32, len(vars))
+	for i, v := range vars {
+		gbuf[i] = make([]float32, len(v.Value().Data()))
+	}
 	step := func(i int) {
 		tape := tensor.NewGradientTape()
 		loss := m.loss(xs[i%16], ys[i%16])
-		grads := tape.Gradient(loss, vars)
+		grads := tape.GradientInto(loss, gbuf, vars)
 		opt.apply(vars, grads)
 		last = loss.Item()
 	}

@@ -53,9 +53,10 @@ type Model struct {
 	frozen  bool // SetTrainable(false) (trainable.go)
 	fitting bool // a Fit runs: the trainable set is fixed until it ends
 
-	step   int64       // training steps taken, drives dropout seeds
-	mw     multiWorker // training across workers (multiworker.go)
-	stdout io.Writer   // where text goes; nil: os.Stdout at the time of writing
+	step   int64         // training steps taken, drives dropout seeds
+	grads  [][][]float32 // each replica's gradient buffers, kept from step to step (fit.go)
+	mw     multiWorker   // training across workers (multiworker.go)
+	stdout io.Writer     // where text goes; nil: os.Stdout at the time of writing
 	mu     sync.Mutex
 }
 

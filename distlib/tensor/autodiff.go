@@ -29,8 +29,12 @@ import (
 var ErrTape = errors.New("tensor: gradient tape")
 
 // backwardFunc maps the gradient of an op's output to the gradients of its inputs; need[i]
-// tells whether input i is tracked (others may be returned as nil).
-type backwardFunc func(grad *Tensor, need []bool) []*Tensor
+// tells whether input i is tracked (others may be returned as nil). into, when not nil,
+// may hold for input i a buffer of its size (into[i] non-nil) where the function can write
+// that input's gradient in full and return a tensor on it: the caller's buffer given to
+// GradientInto. A function that does not use it returns fresh tensors as always, and the
+// walk copies them there.
+type backwardFunc func(grad *Tensor, need []bool, into [][]float32) []*Tensor
 
 // tracked reports whether any input carries a gradient record.
 func tracked(ins ...*Tensor) bool {
@@ -101,7 +105,44 @@ func (tp *GradientTape) Gradient(target *Tensor, sources ...any) []*Tensor {
 	}
 	tp.used = true
 	srcs := flattenSources("Gradient", sources)
-	return gradients(target, srcs, !tp.persistent)
+	return gradients(target, srcs, nil, !tp.persistent)
+}
+
+// GradientInto is Gradient writing the gradient of each source into the buffer given for
+// it: into has one entry per source after flattening, nil for a source whose gradient
+// should be a fresh tensor as Gradient gives it, else a buffer of the source's size. The
+// result's tensors for those sources use the buffers as their storage, so a training loop
+// that keeps its gradient buffers from step to step allocates no gradient memory, and ops
+// that can (Dense) compute the gradient there directly. The buffers must not overlap one
+// another or any tensor of the computation. A source the target does not depend on gets
+// nil, and its buffer is left as it was. It panics with an error wrapping ErrTape, naming
+// the source, when into has the wrong length or a buffer the wrong size, and as Gradient
+// does.
+func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources ...any) []*Tensor {
+	if target == nil {
+		panic(fmt.Errorf("%w: GradientInto target is nil", ErrTape))
+	}
+	if tp.used && !tp.persistent {
+		panic(fmt.Errorf("%w: GradientInto can only be called once on a non-persistent tape; use tensor.NewPersistentGradientTape", ErrTape))
+	}
+	srcs := flattenSources("GradientInto", sources)
+	if len(into) != len(srcs) {
+		panic(fmt.Errorf("%w: GradientInto has %d buffers for %d sources; give one per source (nil for a fresh tensor)", ErrTape, len(into), len(srcs)))
+	}
+	for i, b := range into {
+		var n int
+		switch v := srcs[i].(type) {
+		case *Tensor:
+			n = len(v.data)
+		case *Variable:
+			n = len(v.Value().data)
+		}
+		if b != nil && len(b) != n {
+			panic(fmt.Errorf("%w: GradientInto buffer %d has %d values, source %d has %d", ErrTape, i, len(b), i, n))
+		}
+	}
+	tp.used = true
+	return gradients(target, srcs, into, !tp.persistent)
 }
 
 func flattenSources(op string, xs []any) []any {
@@ -134,8 +175,9 @@ func flattenSources(op string, xs []any) []any {
 	return out
 }
 
-// gradients runs reverse-mode accumulation from target.
-func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
+// gradients runs reverse-mode accumulation from target; into (nil, or one entry per source)
+// holds the buffers of GradientInto.
+func gradients(target *Tensor, srcs []any, into [][]float32, release bool) []*Tensor {
 	// Topological order of tracked tensors reachable from target (iterative DFS).
 	var order []*Tensor
 	seen := map[*Tensor]bool{}
@@ -166,6 +208,7 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 	if target.node != nil {
 		grads[target] = OnesLike(target)
 	}
+	direct := directBuffers(order, srcs, into)
 	var sc scratchRefs
 	for i := len(order) - 1; i >= 0; i-- {
 		t := order[i]
@@ -178,7 +221,16 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 		for j, in := range n.inputs {
 			need[j] = in != nil && in.node != nil
 		}
-		gs := n.backward(g, need)
+		var in [][]float32
+		for j, x := range n.inputs {
+			if b := direct[x]; b != nil && need[j] {
+				if in == nil {
+					in = make([][]float32, len(n.inputs))
+				}
+				in[j] = b
+			}
+		}
+		gs := n.backward(g, need, in)
 		for j, in := range n.inputs {
 			if !need[j] || gs[j] == nil {
 				continue
@@ -221,9 +273,17 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 		}
 	}
 	for i, g := range out {
-		if g != nil {
-			out[i] = &Tensor{shape: g.shape, data: g.data, device: g.device} // detached
+		if g == nil {
+			continue
 		}
+		data := g.data
+		if i < len(into) && into[i] != nil {
+			if !sameStart(data, into[i]) {
+				copy(into[i], data)
+			}
+			data = into[i]
+		}
+		out[i] = &Tensor{shape: g.shape, data: data, device: g.device} // detached
 	}
 	if release {
 		// A non-persistent tape is done with this graph: drop the records of the
@@ -236,6 +296,57 @@ func gradients(target *Tensor, srcs []any, release bool) []*Tensor {
 		}
 	}
 	return out
+}
+
+// directBuffers returns the buffers of GradientInto that a backward function may write a
+// gradient into directly, by the leaf tensor whose gradient goes there: only a source's
+// only leaf in the graph (a variable read once) with only one consumer, so that the one
+// gradient written there is the whole of it. Every other buffer gets the final sum copied
+// in.
+func directBuffers(order []*Tensor, srcs []any, into [][]float32) map[*Tensor][]float32 {
+	if into == nil {
+		return nil
+	}
+	uses := map[*Tensor]int{}
+	for _, t := range order {
+		for _, in := range t.node.inputs {
+			if in != nil && in.node != nil {
+				uses[in]++
+			}
+		}
+	}
+	out := map[*Tensor][]float32{}
+	for i, s := range srcs {
+		if into[i] == nil {
+			continue
+		}
+		var leaf *Tensor
+		switch v := s.(type) {
+		case *Tensor:
+			if v.node != nil && v.node.backward == nil {
+				leaf = v
+			}
+		case *Variable:
+			for _, t := range order {
+				if t.node.variable == v {
+					if leaf != nil {
+						leaf = nil // read more than once: the parts are summed
+						break
+					}
+					leaf = t
+				}
+			}
+		}
+		if leaf != nil && uses[leaf] == 1 {
+			out[leaf] = into[i]
+		}
+	}
+	return out
+}
+
+// sameStart reports whether a and b start at the same element.
+func sameStart(a, b []float32) bool {
+	return len(a) > 0 && len(b) > 0 && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
 // scratchRefs counts, for each scratch buffer a backward function returned (newGradOn),

@@ -159,7 +159,7 @@ func Conv2D(x, k *Tensor, stride int, padding string) *Tensor {
 	im2col(x.data, g, *colBuf)
 	sgemm(threads, false, false, rows, o, kc, 1, *colBuf, kc, k.data, o, 0, out.data, o)
 	packPool.Put(colBuf)
-	return record(out, func(gr *Tensor, need []bool) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
 		var gx, gk *Tensor
 		if need[1] {
 			gk = newOn(gr.device, k.Shape())
@@ -261,7 +261,7 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(gr *Tensor, need []bool) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
 		res := make([]*Tensor, len(ins))
 		needX, needK, needB := need[0], need[1], b != nil && need[2]
 		if needX {
@@ -472,7 +472,7 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 		// once, in order, instead of scattering into a zeroed tensor.
 		code := make([]uint8, len(out.data))
 		maxPool2x2(x.data, g, out.data, code)
-		return record(out, func(gr *Tensor, _ []bool) []*Tensor {
+		return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
 			gx := newOn(gr.device, x.Shape())
 			maxPool2x2Grad(gr.data, code, g, gx.data)
 			return []*Tensor{gx}
@@ -480,7 +480,7 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 	}
 	arg := make([]int32, len(out.data))
 	maxPoolRaw(x.data, g, out.data, arg)
-	return record(out, func(gr *Tensor, _ []bool) []*Tensor {
+	return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
 		gx := newOn(gr.device, x.Shape())
 		for i, a := range arg {
 			gx.data[a] += gr.data[i]
@@ -677,7 +677,7 @@ func ConvReLUMaxPool2D(x, k, b *Tensor) *Tensor {
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(gr *Tensor, need []bool) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
 		res := make([]*Tensor, len(ins))
 		needK, needB := need[1], b != nil && need[2]
 		if !needK && !needB {

@@ -80,6 +80,16 @@ func newGradOn(dev string, shape []int) *Tensor {
 	return &Tensor{shape: shape, data: *buf, device: dev, scratch: buf}
 }
 
+// gradInto returns the tensor for the gradient of input i of a backward function: on the
+// caller's buffer into[i] when GradientInto gave one (not zeroed: the function writes it in
+// full), else a fresh zeroed tensor.
+func gradInto(into [][]float32, i int, dev string, shape []int) *Tensor {
+	if i < len(into) && into[i] != nil {
+		return &Tensor{shape: shape, data: into[i], device: dev}
+	}
+	return newOn(dev, shape)
+}
+
 // Ones returns a tensor of the given shape filled with ones.
 func Ones(shape ...int) *Tensor { return Fill(1, shape...) }
 
@@ -285,7 +295,7 @@ func (t *Tensor) To(dev string) *Tensor {
 	full := device.MustResolve(dev)
 	out := &Tensor{shape: t.shape, data: t.data, device: full}
 	if t.node != nil {
-		out.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool) []*Tensor {
+		out.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
 			return []*Tensor{g}
 		}}
 	}

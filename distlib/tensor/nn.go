@@ -70,7 +70,7 @@ func MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 	dev := place("MatMul", a)
 	out := newOn(dev, []int{m, n})
 	gemmOn(dev, transA, transB, m, n, ka, a.data, a.shape[1], b.data, b.shape[1], 0, out.data, n)
-	return record(out, func(g *Tensor, need []bool) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
 		var ga, gb *Tensor
 		if need[0] {
 			ga = newOn(g.device, a.Shape())
@@ -109,7 +109,7 @@ func BiasAdd(x, b *Tensor) *Tensor {
 			dst[j] = src[j] + bv
 		}
 	}
-	return record(out, func(g *Tensor, need []bool) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
 		var gb *Tensor
 		if need[1] {
 			gb = newOn(g.device, []int{c})
@@ -165,7 +165,7 @@ func Dense(x, w, b *Tensor, relu bool) *Tensor {
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(g *Tensor, need []bool) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, into [][]float32) []*Tensor {
 		gz := g
 		if relu {
 			// gz is consumed here and never escapes: its storage comes from the pool.
@@ -181,12 +181,13 @@ func Dense(x, w, b *Tensor, relu bool) *Tensor {
 			res[0] = gx
 		}
 		if need[1] {
-			gw := newOn(g.device, w.Shape())
+			gw := gradInto(into, 1, g.device, w.Shape())
 			gemmOn(g.device, true, false, in, outN, n, x.data, in, gz.data, outN, 0, gw.data, outN)
 			res[1] = gw
 		}
 		if b != nil && need[2] {
-			gb := newOn(g.device, []int{outN})
+			gb := gradInto(into, 2, g.device, []int{outN})
+			clear(gb.data) // sumRows adds into it
 			sumRows(gz.data, outN, gb.data)
 			res[2] = gb
 		}
@@ -244,7 +245,7 @@ func Softmax(t *Tensor, axis int) *Tensor {
 	dev := place("Softmax", t)
 	out := newOn(dev, t.Shape())
 	softmaxRaw(t.data, out.data, outer, n, inner, false)
-	return record(out, func(g *Tensor, _ []bool) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		for o := 0; o < outer; o++ {
 			for in := 0; in < inner; in++ {
@@ -269,7 +270,7 @@ func LogSoftmax(t *Tensor, axis int) *Tensor {
 	dev := place("LogSoftmax", t)
 	out := newOn(dev, t.Shape())
 	softmaxRaw(t.data, out.data, outer, n, inner, true)
-	return record(out, func(g *Tensor, _ []bool) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		for o := 0; o < outer; o++ {
 			for in := 0; in < inner; in++ {
@@ -318,7 +319,7 @@ func SparseSoftmaxCrossEntropyWithLogits(logits, labels *Tensor) *Tensor {
 	for i := 0; i < nb; i++ {
 		out.data[i] = -prob[i*c+cls[i]]
 	}
-	return record(out, func(g *Tensor, need []bool) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
 		gl := newOn(g.device, logits.Shape())
 		for i := 0; i < nb; i++ {
 			gi := g.data[i]
@@ -349,7 +350,7 @@ func SigmoidCrossEntropyWithLogits(labels, logits *Tensor) *Tensor {
 		z := labels.data[i]
 		out.data[i] = max(x, 0) - x*z + float32(math.Log1p(math.Exp(-math.Abs(float64(x)))))
 	}
-	return record(out, func(g *Tensor, _ []bool) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
 		gl := newOn(g.device, logits.Shape())
 		for i, x := range logits.data {
 			gl.data[i] = g.data[i] * (sigmoid(x) - labels.data[i])
@@ -379,7 +380,7 @@ func Dropout(x *Tensor, rate float32, seed uint64) *Tensor {
 			out.data[i] = v * scale
 		}
 	}
-	return record(out, func(g *Tensor, _ []bool) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
 		gi := newOn(g.device, x.Shape())
 		for i, m := range mask {
 			gi.data[i] = g.data[i] * m
@@ -438,7 +439,7 @@ func Gather(params, indices *Tensor) *Tensor {
 	for i, k := range idx {
 		copy(out.data[i*row:(i+1)*row], params.data[k*row:(k+1)*row])
 	}
-	return record(out, func(g *Tensor, need []bool) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
 		if !need[0] {
 			return []*Tensor{nil, nil}
 		}
