@@ -10,6 +10,7 @@
 # rate of one loopback connection carrying a stream each way at once (what a 2-rank ring
 # does: each rank sends while it receives; on 2 cores this is the bound that applies).
 set -euo pipefail
+source "$(dirname "$0")/../lib.sh" # bench_peer
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 iters=${ITERS:-30}
@@ -40,7 +41,7 @@ if [ ! -f "$peer" ] || ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
   exit 0
 fi
 echo "--- gloo"
-(cd "$(dirname "$peer")" && /usr/bin/python3 allreduce_gloo.py --world 2 --iters "$iters") | tee "$bin.gloo"
+(cd "$(dirname "$peer")" && bench_peer 600 /usr/bin/python3 allreduce_gloo.py --world 2 --iters "$iters") | tee "$bin.gloo"
 echo "--- ratio (busbw godist / gloo, medians over all iterations)"
 /usr/bin/python3 - "$bin.gloo" "$bin.shm" "$bin.godist" <<'PY'
 import json, sys

@@ -20,7 +20,7 @@ bench_build fashion fashion
 bench_machine
 for r in $(seq "$ROUNDS"); do
   OPENBLAS_NUM_THREADS=1 "$tmp/fashion" -workers 2 -data "$DATA" | grep '^{' >"$tmp/go.$r.json"
-  (cd "$peers" && OPENBLAS_NUM_THREADS=1 /usr/bin/python3 fashion_tta.py --world 2 --threads 1 --data "$DATA") | grep '^{' >"$tmp/py.$r.json"
+  (cd "$peers" && OPENBLAS_NUM_THREADS=1 bench_peer 1800 /usr/bin/python3 fashion_tta.py --world 2 --threads 1 --data "$DATA") | grep '^{' >"$tmp/py.$r.json"
 done
 bench_machine
 /usr/bin/python3 "$root/bench/fashion/report.py" "$tmp" "$ROUNDS" "$root/bench/fashion/accuracy.png"

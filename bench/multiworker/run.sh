@@ -44,7 +44,7 @@ for r in $(seq "$ROUNDS"); do
   done
   wait
   cat "$tmp/solo.$r.a" "$tmp/solo.$r.b" >>"$tmp/solo$r.jsonl"
-  (cd "$peers" && /usr/bin/python3 ddp_throughput.py --world 2 --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | grep '^{' >"$tmp/py.$r"
+  (cd "$peers" && bench_peer 600 /usr/bin/python3 ddp_throughput.py --world 2 --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | { grep '^{' || true; } >"$tmp/py.$r"
   sed -n 1p "$tmp/py.$r" >>"$tmp/py1.jsonl"
   sed -n 2p "$tmp/py.$r" >>"$tmp/py2.jsonl"
 done
@@ -57,6 +57,8 @@ def load(name):
         j = json.loads(line)
         ws += j["windows"]
         cfg = j["config"]
+    if not ws:  # the peer was stopped in every round (bench_peer)
+        return cfg, float("nan"), None, "0/0"
     allr = statistics.median(r for r, _ in ws)
     clean = [r for r, o in ws if o < 0.1]
     return cfg, allr, (statistics.median(clean) if clean else None), f"{len(clean)}/{len(ws)}"
