@@ -147,6 +147,14 @@ func TestGradients(t *testing.T) {
 			return Add(Mul(h, h), Exp(Scale(h, 0.5)))
 		}), []*Tensor{rnd(1, 2, 3), rnd(2, 3, 2)}},
 		{"SharedInput", one(func(x *Tensor) *Tensor { return Mul(x, Add(x, x)) }), []*Tensor{rnd(1, 3)}},
+		// Dense input gradients come from the scratch pool and go back once no gradient
+		// refers to them: here one is read through two reshape views and summed with
+		// another, and the kernel x[2] is read by two ops.
+		{"DenseScratchViews", func(x []*Tensor) *Tensor {
+			h := Dense(x[0], x[1], nil, true)
+			h2 := Dense(Reshape(Reshape(h, -1), 3, 4), x[2], nil, false)
+			return Add(Dense(h, x[2], nil, true), h2)
+		}, []*Tensor{awayFromZero(1, 3, 4), rnd(2, 4, 4), rnd(3, 4, 5)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
