@@ -97,15 +97,20 @@ func (tp *GradientTape) Watch(xs ...any) {
 // depend on. A non-scalar target is summed first (as in TensorFlow). It panics with an error
 // wrapping ErrTape when a non-persistent tape is used twice.
 func (tp *GradientTape) Gradient(target *Tensor, sources ...any) []*Tensor {
+	srcs := tp.begin("Gradient", target, sources)
+	tp.used = true
+	return gradients(target, srcs, nil, !tp.persistent)
+}
+
+// begin checks a Gradient or GradientInto call (op) and returns its flattened sources.
+func (tp *GradientTape) begin(op string, target *Tensor, sources []any) []any {
 	if target == nil {
-		panic(fmt.Errorf("%w: Gradient target is nil", ErrTape))
+		panic(fmt.Errorf("%w: %s target is nil", ErrTape, op))
 	}
 	if tp.used && !tp.persistent {
-		panic(fmt.Errorf("%w: Gradient can only be called once on a non-persistent tape; use tensor.NewPersistentGradientTape", ErrTape))
+		panic(fmt.Errorf("%w: %s can only be called once on a non-persistent tape; use tensor.NewPersistentGradientTape", ErrTape, op))
 	}
-	tp.used = true
-	srcs := flattenSources("Gradient", sources)
-	return gradients(target, srcs, nil, !tp.persistent)
+	return flattenSources(op, sources)
 }
 
 // GradientInto is Gradient writing the gradient of each source into the buffer given for
@@ -119,13 +124,7 @@ func (tp *GradientTape) Gradient(target *Tensor, sources ...any) []*Tensor {
 // the source, when into has the wrong length or a buffer the wrong size, and as Gradient
 // does.
 func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources ...any) []*Tensor {
-	if target == nil {
-		panic(fmt.Errorf("%w: GradientInto target is nil", ErrTape))
-	}
-	if tp.used && !tp.persistent {
-		panic(fmt.Errorf("%w: GradientInto can only be called once on a non-persistent tape; use tensor.NewPersistentGradientTape", ErrTape))
-	}
-	srcs := flattenSources("GradientInto", sources)
+	srcs := tp.begin("GradientInto", target, sources)
 	if len(into) != len(srcs) {
 		panic(fmt.Errorf("%w: GradientInto has %d buffers for %d sources; give one per source (nil for a fresh tensor)", ErrTape, len(into), len(srcs)))
 	}
