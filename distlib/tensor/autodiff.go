@@ -377,11 +377,13 @@ func (sc *scratchRefs) owner(t *Tensor) int {
 // hold counts one more map entry referring to t's data, registering t's own scratch
 // buffer first.
 func (sc *scratchRefs) hold(t *Tensor) {
-	if t.scratch != nil && sc.owner(t) < 0 {
+	i := sc.owner(t)
+	if i < 0 && t.scratch != nil {
 		sc.bufs = append(sc.bufs, t.scratch)
 		sc.refs = append(sc.refs, 0)
+		i = len(sc.bufs) - 1
 	}
-	if i := sc.owner(t); i >= 0 {
+	if i >= 0 {
 		sc.refs[i]++
 	}
 }

@@ -59,11 +59,7 @@ func constDevice() string {
 
 // newOn makes an output tensor with fresh storage on a device.
 func newOn(dev string, shape []int) *Tensor {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	return &Tensor{shape: shape, data: make([]float32, n), device: dev}
+	return &Tensor{shape: shape, data: make([]float32, prod(shape)), device: dev}
 }
 
 // newGradOn returns a tensor for a backward function's result whose storage comes from the
@@ -72,11 +68,7 @@ func newOn(dev string, shape []int) *Tensor {
 // backward pass (the next training step) reuses it, often still in the cache, and the
 // garbage collector neither zeroes nor collects it.
 func newGradOn(dev string, shape []int) *Tensor {
-	n := 1
-	for _, d := range shape {
-		n *= d
-	}
-	buf := getBuf(n)
+	buf := getBuf(prod(shape))
 	return &Tensor{shape: shape, data: *buf, device: dev, scratch: buf}
 }
 
