@@ -21,9 +21,14 @@ const DefaultBucketBytes = 25 << 20
 //
 // The bucket layout depends only on the sizes, so every rank must create its Bucketer with the
 // same sizes; the order in which tensors are added may differ between ranks.
+//
+// Made with the option KeepTerms, a Bucketer over shared memory does not reduce its large
+// buckets: WaitTerms hands every rank's values over where they lie, for the caller to sum
+// as it reads them (see WaitTerms).
 type Bucketer struct {
 	t      Transport
 	shared *sharedBuckets // the buckets moved to shared memory, freed with the Bucketer
+	keep   bool           // KeepTerms
 	op     ReduceOp
 	opts   []Option
 	tag    string
@@ -42,10 +47,12 @@ type slot struct{ bucket, offset int }
 
 type bucket struct {
 	buf     []float32
+	spare   []float32 // KeepTerms: the bucket's other shared buffer, this step's buf next step
 	members []int
 	pending int
 	err     error
-	placed  bool // the move to shared memory was tried
+	placed  bool        // the move to shared memory was tried
+	views   [][]float32 // KeepTerms: every rank's buf of this step, by rank (nil: buf holds the sums)
 }
 
 // sharedBuckets are the bucket buffers a Bucketer allocated in shared memory; a cleanup
@@ -65,6 +72,12 @@ func (s *sharedBuckets) free() {
 	s.bufs = nil
 }
 
+// KeepTerms is an option of NewBucketer (other collectives ignore it): the Bucketer leaves
+// the ranks' values of its large buckets where they lie in shared memory, and WaitTerms hands
+// them over for the caller to sum as it reads them, instead of reducing them into every
+// rank's buffer. It takes the op Sum.
+func KeepTerms() Option { return optionFunc(func(c *config) { c.keepTerms = true }) }
+
 // NewBucketer lays out tensors of the given sizes (in index order) into buckets of at most
 // bucketBytes (0: DefaultBucketBytes; a tensor larger than that gets a bucket of its own).
 func NewBucketer(t Transport, sizes []int, bucketBytes int, op ReduceOp, opts ...Option) (*Bucketer, error) {
@@ -80,8 +93,12 @@ func NewBucketer(t Transport, sizes []int, bucketBytes int, op ReduceOp, opts ..
 	if bucketBytes == 0 {
 		bucketBytes = DefaultBucketBytes
 	}
+	cfg := newConfig("bucket", opts)
+	if cfg.keepTerms && op != Sum {
+		return nil, fmt.Errorf("%w: bucketer: KeepTerms with op %v (the terms are summed: use Sum)", ErrBadArgument, op)
+	}
 	capElems := max(bucketBytes/4, 1)
-	b := &Bucketer{t: t, op: op, opts: opts, tag: newConfig("bucket", opts).tag, sizes: append([]int{}, sizes...),
+	b := &Bucketer{t: t, op: op, opts: opts, tag: cfg.tag, keep: cfg.keepTerms, sizes: append([]int{}, sizes...),
 		where: make([]slot, len(sizes)), grads: make([][]float32, len(sizes)), shared: &sharedBuckets{}}
 	var cur *bucket
 	for i, n := range sizes {
@@ -104,8 +121,9 @@ func NewBucketer(t Transport, sizes []int, bucketBytes int, op ReduceOp, opts ..
 // Buffer returns the memory that holds tensor i inside its bucket. A gradient computed
 // into it (or copied there) and passed to Add is not copied again, and Wait leaves the
 // reduced values there. It is the same memory from step to step, except that the first
-// all-reduce of a bucket may move the bucket to the ranks' shared memory: ask for it
-// again every step.
+// all-reduce of a bucket may move the bucket to the ranks' shared memory, and that a
+// Bucketer made with KeepTerms then alternates between two buffers: ask for it again every
+// step.
 func (b *Bucketer) Buffer(i int) []float32 {
 	if i < 0 || i >= len(b.sizes) {
 		return nil
@@ -117,7 +135,12 @@ func (b *Bucketer) Buffer(i int) []float32 {
 }
 
 // place moves bucket bk into the ranks' shared memory once, when the transport has it,
-// so that AllReduce reads it in place rather than through a scratch copy.
+// so that AllReduce reads it in place rather than through a scratch copy. With KeepTerms it
+// allocates two buffers, one for even steps and one for odd ones, and runs after the
+// bucket's first all-reduce rather than before it: the other ranks read this rank's
+// buffers until their next all-reduce of the bucket, so memory a Bucketer freed may still be
+// read by a peer finishing its last step; a bucket placed only after an all-reduce in which
+// every rank took part writes into shared memory once every peer has gone past that.
 func (b *Bucketer) place(ctx context.Context, bk *bucket) {
 	b.mu.Lock()
 	placed := bk.placed
@@ -133,15 +156,25 @@ func (b *Bucketer) place(ctx context.Context, bk *bucket) {
 	}
 	nb, err := sm.Alloc(len(bk.buf))
 	if err != nil {
-		return // no room: AllReduce copies through scratch memory or runs the ring
+		return // no room: AllReduce runs the ring
+	}
+	var spare []float32
+	if b.keep {
+		if spare, err = sm.Alloc(len(bk.buf)); err != nil {
+			sm.Free(nb)
+			return
+		}
 	}
 	b.shared.mu.Lock()
 	b.shared.sm = sm
 	b.shared.bufs = append(b.shared.bufs, nb)
+	if spare != nil {
+		b.shared.bufs = append(b.shared.bufs, spare)
+	}
 	b.shared.mu.Unlock()
 	b.mu.Lock()
 	copy(nb, bk.buf)
-	bk.buf = nb
+	bk.buf, bk.spare = nb, spare
 	b.mu.Unlock()
 }
 
@@ -153,7 +186,10 @@ func (b *Bucketer) reset() {
 		b.grads[i] = nil
 	}
 	for _, bk := range b.bucket {
-		bk.pending, bk.err = len(bk.members), nil
+		bk.pending, bk.err, bk.views = len(bk.members), nil, nil
+		if bk.spare != nil {
+			bk.buf, bk.spare = bk.spare, bk.buf
+		}
 	}
 	b.ctx, b.cancel = context.WithCancel(context.Background())
 }
@@ -187,10 +223,18 @@ func (b *Bucketer) Add(i int, grad []float32) error {
 		b.wg.Add(1)
 		go func(k int, bk *bucket, ctx context.Context) {
 			defer b.wg.Done()
-			b.place(ctx, bk)
+			if !b.keep {
+				b.place(ctx, bk)
+			}
 			opts := append(append([]Option{}, b.opts...), Tag(fmt.Sprintf("%s/%d", b.tag, k)))
-			if err := AllReduce(ctx, b.t, bk.buf, b.op, opts...); err != nil {
+			views, err := allReduce(ctx, b.t, bk.buf, b.op, b.keep, opts)
+			if err != nil {
 				bk.err = fmt.Errorf("bucket %d: %w", k, err)
+				return
+			}
+			bk.views = views
+			if b.keep && views == nil {
+				b.place(ctx, bk)
 			}
 		}(s.bucket, bk, b.ctx)
 	}
@@ -199,8 +243,63 @@ func (b *Bucketer) Add(i int, grad []float32) error {
 
 // Wait waits for every bucket's all-reduce, copies the results into the slices given to Add,
 // and makes the bucketer ready for the next step. It fails when a tensor was never added,
-// when a bucket's all-reduce failed (a *PeerError names the peer), or when ctx ends.
+// when a bucket's all-reduce failed (a *PeerError names the peer), or when ctx ends. A
+// Bucketer made with KeepTerms is read with WaitTerms instead; its Wait fails.
 func (b *Bucketer) Wait(ctx context.Context) error {
+	err := b.wait(ctx)
+	defer b.mu.Unlock()
+	defer b.reset()
+	if err != nil {
+		return err
+	}
+	if b.keep {
+		return fmt.Errorf("%w: bucketer: made with KeepTerms, its sums are read with WaitTerms, not Wait", ErrBadArgument)
+	}
+	for i, g := range b.grads {
+		s := b.where[i]
+		if src := b.bucket[s.bucket].buf[s.offset:]; !aliasesF(g, src) {
+			copy(g, src)
+		}
+	}
+	return nil
+}
+
+// WaitTerms is Wait for a Bucketer made with KeepTerms: it waits for every bucket and
+// returns, for each tensor i, terms whose sum in order (terms[i][0] + terms[i][1] + ...)
+// is the sum over the ranks, the same on every rank. A bucket whose ranks all hold it in
+// shared memory gives one term per rank, by rank, read where it lies: this rank's is its
+// Buffer, the others are the other ranks' memory, to be read and never written. Any other
+// bucket gives one term, the sums, in the bucket (not in the slice given to Add). The
+// terms stay valid until this rank's next step's Adds: every rank must have read them before
+// it adds the tensors of the next step (a peer writes into the same memory again two steps
+// later, once this rank's next all-reduce of the bucket has begun). It fails as Wait does.
+// Without KeepTerms, every tensor has one term.
+func (b *Bucketer) WaitTerms(ctx context.Context) ([][][]float32, error) {
+	err := b.wait(ctx)
+	defer b.mu.Unlock()
+	defer b.reset()
+	if err != nil {
+		return nil, err
+	}
+	terms := make([][][]float32, len(b.sizes))
+	for i, n := range b.sizes {
+		s := b.where[i]
+		bk := b.bucket[s.bucket]
+		if bk.views == nil {
+			terms[i] = [][]float32{bk.buf[s.offset : s.offset+n : s.offset+n]}
+			continue
+		}
+		terms[i] = make([][]float32, len(bk.views))
+		for q, v := range bk.views {
+			terms[i][q] = v[s.offset : s.offset+n : s.offset+n]
+		}
+	}
+	return terms, nil
+}
+
+// wait waits for every bucket's all-reduce and returns with b.mu held; the caller resets
+// the bucketer for the next step and unlocks.
+func (b *Bucketer) wait(ctx context.Context) error {
 	b.mu.Lock()
 	var missing error
 	for i, g := range b.grads {
@@ -215,8 +314,6 @@ func (b *Bucketer) Wait(ctx context.Context) error {
 	b.wg.Wait()
 	stop()
 	b.mu.Lock()
-	defer b.mu.Unlock()
-	defer b.reset()
 	b.cancel()
 	var errs []error
 	if missing != nil {
@@ -232,12 +329,6 @@ func (b *Bucketer) Wait(ctx context.Context) error {
 			errs = append([]error{ctx.Err()}, errs...)
 		}
 		return errors.Join(errs...)
-	}
-	for i, g := range b.grads {
-		s := b.where[i]
-		if src := b.bucket[s.bucket].buf[s.offset:]; !aliasesF(g, src) {
-			copy(g, src)
-		}
 	}
 	return nil
 }

@@ -108,6 +108,7 @@ type config struct {
 	timeout    time.Duration
 	chunkBytes int
 	tag        string
+	keepTerms  bool // KeepTerms (NewBucketer)
 }
 
 func newConfig(op string, opts []Option) config {

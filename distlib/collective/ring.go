@@ -48,28 +48,44 @@ type Poster interface {
 // lies, and one under 64 KiB travels whole in one round of messages; other buffers take the
 // ring. Every rank must pass a buffer of the same length (0 is allowed).
 func AllReduce(ctx context.Context, t Transport, buf []float32, op ReduceOp, opts ...Option) error {
+	_, err := allReduce(ctx, t, buf, op, false, opts)
+	return err
+}
+
+// allReduce is AllReduce. With keep (op Sum), when every rank's buffer lies in shared memory
+// it stops after the first round and returns every rank's buffer, by rank, unreduced (a
+// Bucketer made with KeepTerms: allReduceShared says how long they stay valid); otherwise
+// it returns nil and buf holds the reduction.
+func allReduce(ctx context.Context, t Transport, buf []float32, op ReduceOp, keep bool, opts []Option) ([][]float32, error) {
 	p, err := newPeer(t, "allreduce", opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if op < Sum || op > Min {
-		return fmt.Errorf("%w: allreduce: unknown reduce op %d (want Sum, Mean, Max or Min)", ErrBadArgument, int(op))
+		return nil, fmt.Errorf("%w: allreduce: unknown reduce op %d (want Sum, Mean, Max or Min)", ErrBadArgument, int(op))
 	}
-	n, r := t.Size(), t.Rank()
+	n := t.Size()
 	if n == 1 {
-		return nil
+		return nil, nil
 	}
 	if sh, ok := t.(Sharer); ok {
 		sm, err := p.sharedMemory(ctx, sh)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if sm != nil {
-			if done, err := allReduceShared(ctx, p, sm, buf, op); done || err != nil {
-				return err
+			if views, done, err := allReduceShared(ctx, p, sm, buf, op, keep && op == Sum); done || err != nil {
+				return views, err
 			}
 		}
 	}
+	return nil, ringAllReduce(ctx, p, buf, op)
+}
+
+// ringAllReduce is AllReduce's ring.
+func ringAllReduce(ctx context.Context, p *peer, buf []float32, op ReduceOp) error {
+	t := p.t
+	n, r := t.Size(), t.Rank()
 	right, left := (r+1)%n, (r-1+n)%n
 	ce := pipelineChunk(p.c.chunkBytes/4, len(buf)/n)
 	ctx, cancel := context.WithCancel(ctx)
@@ -346,7 +362,7 @@ func reduceF(op ReduceOp, dst, src []float32) {
 	src = src[:len(dst)]
 	switch op {
 	case Sum, Mean:
-		addTo(dst, src)
+		simd.AddTo(dst, src)
 	case Max:
 		for i, v := range src {
 			if v > dst[i] || dst[i] != dst[i] {
@@ -456,26 +472,4 @@ func (s *sender) fail(err error) error {
 		return serr
 	}
 	return err
-}
-
-// addTo adds src into dst element-wise (len(src) >= len(dst)): AVX-512 where the CPU has it,
-// then eight values per iteration with the bounds checks hoisted, which the compiler turns
-// into straight-line loads and adds.
-func addTo(dst, src []float32) {
-	src = src[:len(dst)]
-	i := simd.Add(dst, src)
-	for ; i+8 <= len(dst); i += 8 {
-		d, s := dst[i:i+8:i+8], src[i:i+8:i+8]
-		d[0] += s[0]
-		d[1] += s[1]
-		d[2] += s[2]
-		d[3] += s[3]
-		d[4] += s[4]
-		d[5] += s[5]
-		d[6] += s[6]
-		d[7] += s[7]
-	}
-	for ; i < len(dst); i++ {
-		dst[i] += src[i]
-	}
 }

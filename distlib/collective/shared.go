@@ -69,7 +69,13 @@ const (
 // from that round and runs the ring. (Copying such a buffer into shared memory and back costs
 // more than the ring, which moves it a cache-sized chunk at a time: measured in
 // bench/RESULTS.md.)
-func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float32, op ReduceOp) (bool, error) {
+//
+// With keep, a large buffer is not reduced: once the first round has shown that every rank's
+// buffer lies in shared memory, it returns them all, by rank (this rank's is buf), and ends.
+// The other ranks go on reading this rank's buffer, so it must not be written until the
+// next all-reduce of the same buffer has exchanged its first round (the Bucketer made with
+// KeepTerms alternates between two buffers: see WaitTerms).
+func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float32, op ReduceOp, keep bool) ([][]float32, bool, error) {
 	n, r := p.t.Size(), p.t.Rank()
 	small := 4*len(buf) < sharedMinBytes
 	post := make([]byte, 16)
@@ -86,7 +92,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 	posts, err := p.exchange(ctx, "/shm", post)
 	defer p.releaseAll(posts)
 	if err != nil {
-		return false, err
+		return nil, false, err
 	}
 	views := make([][]float32, n)
 	views[r] = buf
@@ -96,11 +102,11 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 			continue
 		}
 		if len(b) < 16 {
-			return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message of %d bytes, want at least 16", len(b))}
+			return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message of %d bytes, want at least 16", len(b))}
 		}
 		l, o := int(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
 		if l != len(buf) || (o == postInline) != small || (small && len(b) != 16+4*l) {
-			return false, p.mismatch(q, 4*l, len(buf))
+			return nil, false, p.mismatch(q, 4*l, len(buf))
 		}
 		switch {
 		case small:
@@ -108,23 +114,26 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 		case o == postNowhere:
 			placed = false
 		case o < 0:
-			return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: buffer at offset %d", o)}
+			return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: buffer at offset %d", o)}
 		case placed:
 			if views[q], err = sm.View(q, int(o), l); err != nil {
-				return false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %w", err)}
+				return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %w", err)}
 			}
 		}
 	}
 	if small {
 		reduceRanks(op, buf, views, 0, len(buf))
-		return true, nil
+		return nil, true, nil
 	}
 	if !placed {
-		return false, nil
+		return nil, false, nil
+	}
+	if keep {
+		return views, true, nil
 	}
 	reduceRanks(op, buf, views, r*len(buf)/n, (r+1)*len(buf)/n)
 	if err := p.signal(ctx, "/shm1"); err != nil {
-		return false, err
+		return nil, false, err
 	}
 	for q := range n {
 		if q != r {
@@ -133,9 +142,9 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 		}
 	}
 	if err := p.signal(ctx, "/shm2"); err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return true, nil
+	return nil, true, nil
 }
 
 // reduceRanks writes into dst[lo:hi] the reduction of views[0..n-1][lo:hi] in rank order

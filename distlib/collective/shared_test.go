@@ -354,3 +354,132 @@ func TestBucketerNoRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestBucketerKeepTerms: with KeepTerms over shared memory, the large buckets are reduced by
+// the ring at their first step, then handed over as every rank's values where they lie (one
+// round of messages, no reduction), in buffers that alternate from step to step; the small
+// bucket is summed inline. Rank 0 reads its terms late, after rank 1 has already written
+// its next step's gradients: they must still be this step's (a peer may only write a buffer
+// again two steps later).
+func TestBucketerKeepTerms(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{30_000, 7, 20_000, 100} // buckets [30000] [7 20000] (in shared memory), [100] (inline)
+	for _, n := range []int{2, 3} {
+		group, cs := sharedGroup(n, 8<<20)
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			r := tr.Rank()
+			b, err := collective.NewBucketer(tr, sizes, 4*20_007, collective.Sum, collective.KeepTerms())
+			if err != nil {
+				return err
+			}
+			if b.NumBuckets() != 3 {
+				return fmt.Errorf("%d buckets, want 3", b.NumBuckets())
+			}
+			var prev [][]float32
+			for step := range 5 {
+				bufs := make([][]float32, len(sizes))
+				for i := range sizes {
+					bufs[i] = b.Buffer(i)
+					for j := range bufs[i] {
+						bufs[i][j] = float32((r + 1) * (i + j%7 + step))
+					}
+					if err := b.Add(i, bufs[i]); err != nil {
+						return err
+					}
+				}
+				terms, err := b.WaitTerms(ctx)
+				if err != nil {
+					return err
+				}
+				if r == 0 {
+					time.Sleep(20 * time.Millisecond) // the other ranks add their next step meanwhile
+				}
+				for i, size := range sizes {
+					want := 1
+					if step > 0 && i < 3 { // the buckets in shared memory, from their second step
+						want = n
+					}
+					if len(terms[i]) != want {
+						return fmt.Errorf("step %d tensor %d: %d terms, want %d", step, i, len(terms[i]), want)
+					}
+					if want == n && &terms[i][r][0] != &bufs[i][0] {
+						return fmt.Errorf("step %d tensor %d: this rank's term is not its Buffer", step, i)
+					}
+					if want == n && step > 1 && &bufs[i][0] == &prev[i][0] {
+						return fmt.Errorf("step %d tensor %d: the same buffer as the step before", step, i)
+					}
+					for j := range size {
+						var sum float32
+						for _, term := range terms[i] {
+							sum += term[j]
+						}
+						if w := float32(n * (n + 1) / 2 * (i + j%7 + step)); sum != w {
+							return fmt.Errorf("step %d tensor %d [%d]: terms sum to %v, want %v", step, i, j, sum, w)
+						}
+					}
+				}
+				prev = bufs
+			}
+			if err := b.Wait(ctx); !errors.Is(err, collective.ErrBadArgument) {
+				return fmt.Errorf("Wait on a KeepTerms bucketer (no tensor added) = %v, want ErrBadArgument", err)
+			}
+			return nil
+		})
+		for r, err := range errs {
+			if err != nil {
+				t.Fatalf("%d ranks: rank %d: %v", n, r, err)
+			}
+			if c := cs[r].count("shm1") + cs[r].count("shm2"); c != 0 {
+				t.Fatalf("%d ranks: rank %d sent %d messages of the reducing rounds", n, r, c)
+			}
+		}
+	}
+}
+
+// TestBucketerKeepTermsWithoutSharing: where the ranks share no memory, a KeepTerms
+// bucketer reduces by the ring and WaitTerms gives each tensor one term, the sums; it needs
+// the op Sum.
+func TestBucketerKeepTermsWithoutSharing(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{30_000, 5}
+	if _, err := collective.NewBucketer(transport.NewMem(2)[0], sizes, 0, collective.Mean, collective.KeepTerms()); !errors.Is(err, collective.ErrBadArgument) {
+		t.Errorf("NewBucketer(Mean, KeepTerms) error = %v, want ErrBadArgument", err)
+	}
+	errs := runRanks(t, 2, func(ctx context.Context, tr collective.Transport) error {
+		b, err := collective.NewBucketer(tr, sizes, 0, collective.Sum, collective.KeepTerms())
+		if err != nil {
+			return err
+		}
+		for step := range 2 {
+			for i := range sizes {
+				g := make([]float32, sizes[i])
+				for j := range g {
+					g[j] = float32(tr.Rank() + j%3 + step)
+				}
+				if err := b.Add(i, g); err != nil {
+					return err
+				}
+			}
+			terms, err := b.WaitTerms(ctx)
+			if err != nil {
+				return err
+			}
+			for i := range sizes {
+				if len(terms[i]) != 1 {
+					return fmt.Errorf("tensor %d: %d terms, want 1", i, len(terms[i]))
+				}
+				for j, v := range terms[i][0] {
+					if want := float32(1 + 2*(j%3+step)); v != want {
+						return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+}

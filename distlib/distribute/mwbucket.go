@@ -11,15 +11,18 @@ import (
 
 // GradientBucketer sums a fixed list of tensors across workers, packed into buckets that
 // are all-reduced in the background as soon as each is complete, so that communication
-// overlaps the rest of the backward pass (collective.Bucketer). Use it once per step: Add
-// every tensor (any order), then Wait, which writes the sums into the slices given to Add.
-// Buffer(i) is tensor i's place in its bucket: a gradient copied there and passed to Add is
-// not copied again, and the sum is left there (ask for it every step: the first all-reduce
-// may move a bucket into the memory the workers of one host share).
+// overlaps the rest of the backward pass (collective.Bucketer, made with KeepTerms). Use it
+// once per step: Add every tensor (any order), then WaitTerms, which returns for each
+// tensor the terms whose sum in order is the sum over the workers: one per worker, read
+// where it lies, when the workers share memory (the caller sums them as it reads them, so
+// the sum is never written), else one, the sum. Read them before the next step's Adds.
+// Buffer(i) is tensor i's place in its bucket: a gradient computed there and passed to Add
+// is not copied again (ask for it every step: the first all-reduce may move a bucket into
+// the memory the workers of one host share, and then it alternates between two buffers).
 type GradientBucketer interface {
 	Add(i int, grad []float32) error
 	Buffer(i int) []float32
-	Wait(ctx context.Context) error
+	WaitTerms(ctx context.Context) ([][][]float32, error)
 	NumBuckets() int
 }
 
@@ -47,7 +50,7 @@ func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, buck
 	s.seq++
 	id := s.seq
 	s.mu.Unlock()
-	b, err := collective.NewBucketer(s.t, sizes, bucketBytes, collective.Sum,
+	b, err := collective.NewBucketer(s.t, sizes, bucketBytes, collective.Sum, collective.KeepTerms(),
 		collective.Tag(fmt.Sprintf("mwms/buckets/%d", id)),
 		collective.CommunicationOptions{Timeout: s.timeout})
 	if err != nil {
@@ -69,11 +72,12 @@ func (m *mwBucketer) Add(i int, grad []float32) error {
 	return nil
 }
 
-func (m *mwBucketer) Wait(ctx context.Context) error {
-	if err := m.b.Wait(ctx); err != nil {
-		return m.s.stepError(ctx, "allreduce", err)
+func (m *mwBucketer) WaitTerms(ctx context.Context) ([][][]float32, error) {
+	terms, err := m.b.WaitTerms(ctx)
+	if err != nil {
+		return nil, m.s.stepError(ctx, "allreduce", err)
 	}
-	return nil
+	return terms, nil
 }
 
 func (m *mwBucketer) NumBuckets() int { return m.b.NumBuckets() }

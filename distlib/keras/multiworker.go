@@ -7,11 +7,13 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/tensor"
+	"godist/internal/simd"
 )
 
 // How Fit trains across workers (MultiWorkerMirroredStrategy in several processes).
@@ -118,6 +120,11 @@ type multiWorker struct {
 	resume      int   // the epoch Fit starts at, set by BackupAndRestore (0: none)
 }
 
+// sharedTermSteps counts the training steps whose optimizer read some gradient from every
+// worker's memory, summing as it read (WaitTerms gave more than one term); the multi-worker
+// tests check that their large layer took that path.
+var sharedTermSteps atomic.Int64
+
 // bucketStrategy is implemented by strategies that reduce gradients across workers in buckets.
 type bucketStrategy interface {
 	ExtendedGradientBucketer(sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
@@ -193,17 +200,15 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	defer cancel()
 	// The gradients are computed into their places in the buckets (tape.GradientInto: the
 	// dense layers write their kernel gradients there directly, the tape copies the others
-	// in), all-reduced there and read by the optimizer there (it keeps nothing): no fresh
-	// buffers (2.8 MB less garbage per step for the peer CNN, so fewer collections, which
-	// stall one worker and so both) and no copies into and out of the buckets. Values
-	// elsewhere (the batch statistics) are copied in by Add and the sums back by Wait.
-	bufs := make([][]float32, len(m.mw.sizes))
-	add := func(i int, v []float32) error {
-		bufs[i] = v
-		return b.Add(i, v)
-	}
+	// in): no fresh buffers (2.8 MB less garbage per step for the peer CNN, so fewer
+	// collections, which stall one worker and so both) and no copies into the buckets.
+	// Values elsewhere (the batch statistics) are copied in by Add. When the workers share
+	// memory, the optimizer reads every worker's gradients where they lie and sums them as
+	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
+	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-27").
+	add := b.Add
 	fail := func(err error) (stats, bool, error) {
-		_ = b.Wait(ctx) // drain the buckets already started; the step fails anyway
+		_, _ = b.WaitTerms(ctx) // drain the buckets already started; the step fails anyway
 		return stats{}, true, err
 	}
 	xs, ys := x.To(devs[0]), y.To(devs[0])
@@ -220,17 +225,27 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	} else if err := m.backwardInBuckets(xs, ys, globalBatch, mix(seed, 0), metrics, b.Buffer, add); err != nil {
 		return fail(err)
 	}
-	if err := b.Wait(ctx); err != nil {
+	terms, err := b.WaitTerms(ctx)
+	if err != nil {
 		return stats{}, true, fmt.Errorf("all-reduce gradients: %w", err)
 	}
-	grads := make([]*tensor.Tensor, nTrain)
-	for k, v := range vars {
-		grads[k] = tensor.MustNew(v.Shape(), bufs[1+nTrain-1-k])
+	grads := make([]gradTerms, nTrain)
+	shared := false
+	for k := range vars {
+		grads[k] = terms[1+nTrain-1-k]
+		shared = shared || len(grads[k]) > 1
 	}
-	if err := m.optimizer.applyReplicas([][]*tensor.Tensor{grads}, [][]*tensor.Variable{vars}); err != nil {
+	if shared {
+		sharedTermSteps.Add(1)
+	}
+	if err := m.optimizer.applyTerms([][]gradTerms{grads}, [][]*tensor.Variable{vars}); err != nil {
 		return stats{}, true, err
 	}
-	return statsFrom(bufs[0]), true, nil
+	sums := append([]float32(nil), terms[0][0]...)
+	for _, t := range terms[0][1:] {
+		simd.AddTo(sums, t)
+	}
+	return statsFrom(sums), true, nil
 }
 
 // backwardInBuckets runs the forward pass in segments (a layer with variables and the

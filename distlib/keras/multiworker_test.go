@@ -42,13 +42,19 @@ func TestMain(m *testing.M) {
 func mwData(n int) (*tensor.Tensor, *tensor.Tensor) { return testdata.Images(n, 6, 12345, 5, 0.3) }
 
 // mwModel is a small CNN, with a layer without variables between layers with variables.
+// Its hidden dense layer has 8 units, or GODIST_KERAS_MW_WIDTH: with 1024, its kernel (16
+// x 1024, 64 KiB) is large enough for the all-reduce to read it in shared memory.
 func mwModel() *Model {
+	width := 8
+	if w, err := strconv.Atoi(os.Getenv("GODIST_KERAS_MW_WIDTH")); err == nil {
+		width = w
+	}
 	return Sequential(
 		layers.Input(6, 6, 1),
 		layers.Conv2D(4, 3, layers.ReLU),
 		layers.MaxPooling2D(2),
 		layers.Flatten(),
-		layers.Dense(8, layers.ReLU),
+		layers.Dense(width, layers.ReLU),
 		layers.Dense(3),
 	)
 }
@@ -151,7 +157,7 @@ func mwHelper(mode string) error {
 		return err
 	}
 	if m.mw.bucketer != nil {
-		fmt.Printf("buckets %d\n", m.mw.bucketer.NumBuckets())
+		fmt.Printf("buckets %d, steps summed from shared memory %d\n", m.mw.bucketer.NumBuckets(), sharedTermSteps.Load())
 	}
 	fmt.Printf("worker %d of %d: loss %.6f accuracy %.4f\n", index, workers, res.Logs["loss"], res.Logs["accuracy"])
 	return os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("GODIST_KERAS_MW_OUT"), index), b, 0o644)
@@ -204,25 +210,42 @@ func maxWeightDiff(t *testing.T, a, b [][]float32) float64 {
 
 // TestMultiWorkerFitMatchesOneWorker: two worker processes, each training on half of every
 // global batch of 16, end with the weights (and logs) of one worker training on batches of 16.
+// With a 1024-unit hidden layer, its kernel's bucket lies in the memory the workers share and
+// the optimizer sums the two workers' gradients as it reads them, every step after the first.
 func TestMultiWorkerFitMatchesOneWorker(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes; skipped under -short")
 	}
 	const batch, epochs = 16, 2
-	one, log1, err := launchMW(t, "fit", 1, batch, epochs)
-	if err != nil {
-		t.Fatalf("one worker: %v\n%s", err, log1)
-	}
-	// The default GOMAXPROCS (more than one P on a multi-core machine) runs the backward pass
-	// in segments that overlap the all-reduce; GOMAXPROCS=1 runs it in one pass.
-	for _, tc := range []struct {
-		name string
-		env  []string
+	for _, width := range []struct {
+		name    string
+		env     []string
+		buckets string
 	}{
-		{"default GOMAXPROCS", nil},
-		{"GOMAXPROCS=1", []string{"GOMAXPROCS=1"}},
+		{"8 units", nil, "buckets 5, steps summed from shared memory 0"},
+		// 12 steps: the first runs the ring, the rest read the workers' memory.
+		{"1024 units", []string{"GODIST_KERAS_MW_WIDTH=1024"}, "buckets 6, steps summed from shared memory 11"},
 	} {
-		t.Run(tc.name, func(t *testing.T) { checkTwoWorkersMatchOne(t, one, batch, epochs, tc.env) })
+		t.Run(width.name, func(t *testing.T) {
+			one, log1, err := launchMW(t, "fit", 1, batch, epochs, width.env...)
+			if err != nil {
+				t.Fatalf("one worker: %v\n%s", err, log1)
+			}
+			// The default GOMAXPROCS (more than one P on a multi-core machine) runs the
+			// backward pass in segments that overlap the all-reduce; GOMAXPROCS=1 runs it in
+			// one pass.
+			for _, tc := range []struct {
+				name string
+				env  []string
+			}{
+				{"default GOMAXPROCS", nil},
+				{"GOMAXPROCS=1", []string{"GOMAXPROCS=1"}},
+			} {
+				t.Run(tc.name, func(t *testing.T) {
+					checkTwoWorkersMatchOne(t, one, batch, epochs, width.buckets, append(tc.env, width.env...))
+				})
+			}
+		})
 	}
 }
 
@@ -278,7 +301,7 @@ func TestMultiWorkerCustomLoopMatchesOneWorker(t *testing.T) {
 
 // checkTwoWorkersMatchOne runs two workers with the extra environment env and compares their
 // weights and logs with one's, the result of one worker on the same global batches.
-func checkTwoWorkersMatchOne(t *testing.T, one []mwResult, batch, epochs int, env []string) {
+func checkTwoWorkersMatchOne(t *testing.T, one []mwResult, batch, epochs int, buckets string, env []string) {
 	t.Helper()
 	two, log2, err := launchMW(t, "fit", 2, batch, epochs, env...)
 	if err != nil {
@@ -308,8 +331,8 @@ func checkTwoWorkersMatchOne(t *testing.T, one []mwResult, batch, epochs int, en
 	if !strings.Contains(log2, "[worker 1] worker 1 of 2") {
 		t.Errorf("launch output lacks worker 1's line:\n%s", log2)
 	}
-	if !strings.Contains(log2, "[worker 0] buckets 5") {
-		t.Errorf("the two workers did not all-reduce the CNN's gradients in 5 buckets:\n%s", log2)
+	if !strings.Contains(log2, "[worker 0] "+buckets) {
+		t.Errorf("worker 0 did not say %q:\n%s", buckets, log2)
 	}
 	if strings.Contains(log2, "Fit: AUTO sharding") {
 		t.Errorf("DATA policy printed the AUTO warning:\n%s", log2)

@@ -280,8 +280,36 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 	if len(grads) != len(vars) {
 		return fmt.Errorf("%w: gradients for %d replicas, variables for %d", ErrInvalidArgument, len(grads), len(vars))
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
+	terms := make([][]gradTerms, len(grads))
+	for r := range vars {
+		if len(grads[r]) != len(vars[r]) {
+			return fmt.Errorf("%w: ApplyGradients got %d gradients for %d variables", ErrInvalidArgument, len(grads[r]), len(vars[r]))
+		}
+		terms[r] = make([]gradTerms, len(grads[r]))
+		for i, v := range vars[r] {
+			if v == nil {
+				return fmt.Errorf("%w: ApplyGradients variable %d is nil", ErrInvalidArgument, i)
+			}
+			if g := grads[r][i]; g != nil {
+				if g.Size() != v.Value().Size() {
+					return fmt.Errorf("%w: gradient %d has shape %v, variable %s has shape %v",
+						ErrShape, i, g.Shape(), v.Name(), v.Shape())
+				}
+				terms[r][i] = gradTerms{g.Data()}
+			}
+		}
+	}
+	return o.applyTerms(terms, vars)
+}
+
+// gradTerms is a variable's gradient as terms to add in order (the workers' gradients read
+// where they lie: distribute.GradientBucketer.WaitTerms); one term is the gradient itself,
+// none is no gradient.
+type gradTerms [][]float32
+
+// applyTerms is applyReplicas with every gradient given as its terms: the rule sums them as
+// it reads them (optim.Spec.ApplyTerms).
+func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) error {
 	for r := range vars {
 		if len(grads[r]) != len(vars[r]) {
 			return fmt.Errorf("%w: ApplyGradients got %d gradients for %d variables", ErrInvalidArgument, len(grads[r]), len(vars[r]))
@@ -290,17 +318,20 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 			if v == nil {
 				return fmt.Errorf("%w: ApplyGradients variable %d is nil", ErrInvalidArgument, i)
 			}
-			if g := grads[r][i]; g != nil && g.Size() != v.Value().Size() {
-				return fmt.Errorf("%w: gradient %d has shape %v, variable %s has shape %v",
-					ErrShape, i, g.Shape(), v.Name(), v.Shape())
+			for _, term := range grads[r][i] {
+				if n := v.Value().Size(); len(term) != n {
+					return fmt.Errorf("%w: gradient %d has %d values, variable %s has shape %v", ErrShape, i, len(term), v.Name(), v.Shape())
+				}
 			}
 		}
 	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	// Count the step and pick each variable's learning rate first; then update the replica
 	// copies, each on its own goroutine when there are several (their states are disjoint).
 	type update struct {
 		v  *tensor.Variable
-		g  []float32
+		g  gradTerms
 		st *slotState
 		lr float64
 	}
@@ -309,14 +340,14 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 		ups[r] = make([]update, 0, len(vars[r]))
 		for i, v := range vars[r] {
 			g := grads[r][i]
-			if g == nil {
+			if len(g) == 0 {
 				continue
 			}
 			st := o.slots[v]
 			if st == nil {
 				st = &slotState{slots: make([][]float32, o.nslots)}
 				for k := range st.slots {
-					st.slots[k] = make([]float32, len(g.Data()))
+					st.slots[k] = make([]float32, len(g[0]))
 				}
 				o.slots[v] = st
 			}
@@ -328,7 +359,7 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 			if st.t > o.iterations {
 				o.iterations = st.t
 			}
-			ups[r] = append(ups[r], update{v, g.Data(), st, lr})
+			ups[r] = append(ups[r], update{v, g, st, lr})
 		}
 	}
 	apply := func(us []update) {
@@ -336,7 +367,7 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 			// The variable's value is immutable: the update goes into its new value.
 			spec := o.spec
 			spec.LearningRate = u.lr
-			u.v.UpdateData(func(w []float32) { spec.Apply(w, u.g, u.st.slots, u.st.t) })
+			u.v.UpdateData(func(w []float32) { spec.ApplyTerms(w, u.g, u.st.slots, u.st.t) })
 		}
 	}
 	if len(ups) == 1 {

@@ -176,6 +176,37 @@ func (s *Spec) Apply(w, g []float32, slots [][]float32, t int64) {
 	}
 }
 
+// termsChunk is how many elements ApplyTerms sums at a time: the sum stays in the
+// first-level cache while the rule reads it.
+const termsChunk = 2048
+
+// ApplyTerms runs step t of the rule like Apply, with the gradient the sum of terms added in
+// order (terms[0] + terms[1] + ...): the ranks' gradients of an all-reduce read where they
+// lie, summed in rank order as the all-reduce sums them, so that the sum is never written
+// to memory. Every term must be at least len(w) long. The result is Apply's on the summed
+// gradient bit for bit: the rules are elementwise, so ApplyTerms sums and updates a
+// cache-sized piece at a time.
+func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t int64) {
+	if len(terms) == 1 {
+		s.Apply(w, terms[0], slots, t)
+		return
+	}
+	var acc [termsChunk]float32
+	sub := make([][]float32, len(slots))
+	for lo := 0; lo < len(w); lo += termsChunk {
+		hi := min(lo+termsChunk, len(w))
+		g := acc[:hi-lo]
+		copy(g, terms[0][lo:hi])
+		for _, term := range terms[1:] {
+			simd.AddTo(g, term[lo:hi])
+		}
+		for k := range sub {
+			sub[k] = slots[k][lo:hi]
+		}
+		s.Apply(w[lo:hi], g, sub, t)
+	}
+}
+
 // sgd: velocity = m*velocity - lr*g; w += velocity (Nesterov: w += m*velocity - lr*g).
 func (s *Spec) sgd(w, g []float32, slots [][]float32) {
 	n := len(w)

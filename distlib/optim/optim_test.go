@@ -247,3 +247,55 @@ func TestAdamVectorLoopIsTheGoLoop(t *testing.T) {
 		}
 	}
 }
+
+// TestApplyTermsIsApply: ApplyTerms with the gradient as one, two or three terms gives
+// Apply's weights and slots bit for bit (Apply run on a copy with the terms summed in
+// order), for every rule, over lengths around its chunk size.
+func TestApplyTermsIsApply(t *testing.T) {
+	rng := rand.New(rand.NewSource(11))
+	specs := []Spec{
+		NewSGD(0.1, 0, false), NewSGD(0.1, 0.9, false), NewSGD(0.1, 0.9, true),
+		NewAdam(1e-3, 0.9, 0.999, 1e-7),
+		NewRMSprop(1e-3, 0.9, 0, 1e-7), NewRMSprop(1e-3, 0.9, 0.5, 1e-7),
+	}
+	random := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = rng.Float32()*2 - 1
+		}
+		return x
+	}
+	for _, s := range specs {
+		for _, n := range []int{1, 100, termsChunk, termsChunk + 17, 3*termsChunk + 5} {
+			for nt := 1; nt <= 3; nt++ {
+				w1 := random(n)
+				w2 := append([]float32(nil), w1...)
+				slots1, slots2 := make([][]float32, s.Slots()), make([][]float32, s.Slots())
+				for k := range slots1 {
+					slots1[k], slots2[k] = make([]float32, n), make([]float32, n)
+				}
+				for step := int64(1); step <= 3; step++ {
+					terms := make([][]float32, nt)
+					sum := make([]float32, n)
+					for k := range terms {
+						terms[k] = random(n + 3) // terms may be longer than w
+						for i := range sum {
+							sum[i] += terms[k][i]
+						}
+					}
+					s.Apply(w1, sum, slots1, step)
+					s.ApplyTerms(w2, terms, slots2, step)
+				}
+				for i := range w1 {
+					same := math.Float32bits(w1[i]) == math.Float32bits(w2[i])
+					for k := range slots1 {
+						same = same && math.Float32bits(slots1[k][i]) == math.Float32bits(slots2[k][i])
+					}
+					if !same {
+						t.Fatalf("%v, n %d, %d terms: element %d: w %v, Apply gives %v", s, n, nt, i, w2[i], w1[i])
+					}
+				}
+			}
+		}
+	}
+}

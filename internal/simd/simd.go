@@ -131,6 +131,28 @@ func ConvReLUPoolGrad(x []float32, w int, gr, y []float32, code []uint8, pw, o i
 	return true
 }
 
+// AddTo adds src into dst element-wise (len(src) >= len(dst)): AVX-512 where the CPU has it,
+// then eight values per iteration with the bounds checks hoisted, which the compiler turns
+// into straight-line loads and adds.
+func AddTo(dst, src []float32) {
+	src = src[:len(dst)]
+	i := Add(dst, src)
+	for ; i+8 <= len(dst); i += 8 {
+		d, s := dst[i:i+8:i+8], src[i:i+8:i+8]
+		d[0] += s[0]
+		d[1] += s[1]
+		d[2] += s[2]
+		d[3] += s[3]
+		d[4] += s[4]
+		d[5] += s[5]
+		d[6] += s[6]
+		d[7] += s[7]
+	}
+	for ; i < len(dst); i++ {
+		dst[i] += src[i]
+	}
+}
+
 // Add adds src into dst element-wise for the first len(dst) &^ 63 elements (src at least as
 // long) and returns how many it did (the caller's Go loop does the rest). Each element is
 // one float32 addition, bit for bit the Go loop's.

@@ -248,3 +248,30 @@ func BenchmarkPackTrans32(b *testing.B) {
 	}
 	b.ReportMetric(float64(rows*ldb*4)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GB/s")
 }
+
+// TestAddTo covers the vector part (multiples of 64) and the Go loops after it.
+func TestAddTo(t *testing.T) {
+	for _, n := range []int{0, 1, 7, 8, 9, 16, 33, 64, 65, 200} {
+		dst, src := make([]float32, n), make([]float32, n+3)
+		for i := range src {
+			src[i] = float32(i) + 0.5
+		}
+		for i := range dst {
+			dst[i] = float32(2 * i)
+		}
+		AddTo(dst, src)
+		for i, v := range dst {
+			if want := float32(3*i) + 0.5; v != want {
+				t.Errorf("AddTo(n=%d)[%d] = %v, want %v", n, i, v, want)
+			}
+		}
+	}
+}
+
+func BenchmarkAddTo(b *testing.B) {
+	dst, src := make([]float32, 1<<18), make([]float32, 1<<18)
+	b.SetBytes(4 << 18)
+	for b.Loop() {
+		AddTo(dst, src)
+	}
+}
