@@ -293,10 +293,10 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 			return nil
 		}
 		tape := tensor.NewGradientTape()
-		pred := m.forward(c, xs, true, mix(seed, uint64(r)))
+		pred := m.forwardRead(c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue)
 		perEx := m.loss.PerExample(ys, pred)
 		st := m.shardStats(metrics, ys, pred, perEx)
-		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(valuesOf(m.vars[c])), st, globalBatch)
+		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(stepValuesOf(m.vars[c])), st, globalBatch)
 		grads := tape.GradientInto(loss, bufs[r], vars)
 		for i, g := range grads {
 			if g == nil {
@@ -344,12 +344,12 @@ func (m *Model) gradBuffers(replicaVars [][]*tensor.Variable) [][][]float32 {
 	for r, vars := range replicaVars {
 		ok := len(m.grads[r]) == len(vars)
 		for i := 0; ok && i < len(vars); i++ {
-			ok = len(m.grads[r][i]) == vars[i].Value().Size()
+			ok = len(m.grads[r][i]) == vars[i].Size()
 		}
 		if !ok {
 			m.grads[r] = make([][]float32, len(vars))
 			for i, v := range vars {
-				m.grads[r][i] = make([]float32, v.Value().Size())
+				m.grads[r][i] = make([]float32, v.Size())
 			}
 		}
 	}
@@ -828,6 +828,19 @@ func valuesOf(vars []*tensor.Variable) []*tensor.Tensor {
 	out := make([]*tensor.Tensor, len(vars))
 	for i, v := range vars {
 		out[i] = v.Value()
+	}
+	return out
+}
+
+// stepValuesOf is valuesOf for a training step of Fit: it reads with StepValue, so that the
+// optimizer's update at the end of the step writes the new weights where the old ones lie
+// (the step keeps nothing it computed from them past that point: its tape, activations and
+// gradients are dropped, its statistics are numbers). Code that hands values, or tensors
+// computed from them, to the user reads with valuesOf.
+func stepValuesOf(vars []*tensor.Variable) []*tensor.Tensor {
+	out := make([]*tensor.Tensor, len(vars))
+	for i, v := range vars {
+		out[i] = v.StepValue()
 	}
 	return out
 }

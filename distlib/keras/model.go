@@ -345,6 +345,12 @@ func (m *Model) copyOnDevice(dev string) int {
 
 // forward runs the layers with variable copy c.
 func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	return m.forwardRead(c, x, training, stepSeed, (*tensor.Variable).Value)
+}
+
+// forwardRead is forward reading the variables with read: Value, or StepValue in a
+// training step (see stepValuesOf).
+func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uint64, read func(*tensor.Variable) *tensor.Tensor) *tensor.Tensor {
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
@@ -354,7 +360,7 @@ func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64)
 	vars := m.vars[c]
 	vals := make([]*tensor.Tensor, len(vars))
 	for i, v := range vars {
-		vals[i] = v.Value()
+		vals[i] = read(v)
 	}
 	return m.forwardVals(vals, x, training, stepSeed)
 }

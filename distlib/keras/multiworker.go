@@ -314,7 +314,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 		}
 		s.in = h
 		h = m.applyLayers(h, s.first, s.end, func(i int) []*tensor.Tensor {
-			return valuesOf(all[m.paramRange[i][0]:m.paramRange[i][1]])
+			return stepValuesOf(all[m.paramRange[i][0]:m.paramRange[i][1]])
 		}, true, stepSeed)
 		s.out = h
 	}
@@ -322,7 +322,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 	perEx := m.loss.PerExample(ys, pred)
 	loss := tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch))
 	st := m.shardStats(metrics, ys, pred, perEx)
-	vals := valuesOf(all)
+	vals := stepValuesOf(all)
 	if reg := m.regularization(vals); reg != nil {
 		st[0] += reg.Item() * float32(globalBatch)
 	}

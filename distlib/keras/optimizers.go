@@ -291,7 +291,7 @@ func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Var
 				return fmt.Errorf("%w: ApplyGradients variable %d is nil", ErrInvalidArgument, i)
 			}
 			if g := grads[r][i]; g != nil {
-				if g.Size() != v.Value().Size() {
+				if g.Size() != v.Size() {
 					return fmt.Errorf("%w: gradient %d has shape %v, variable %s has shape %v",
 						ErrShape, i, g.Shape(), v.Name(), v.Shape())
 				}
@@ -319,7 +319,7 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 				return fmt.Errorf("%w: ApplyGradients variable %d is nil", ErrInvalidArgument, i)
 			}
 			for _, term := range grads[r][i] {
-				if n := v.Value().Size(); len(term) != n {
+				if n := v.Size(); len(term) != n {
 					return fmt.Errorf("%w: gradient %d has %d values, variable %s has shape %v", ErrShape, i, len(term), v.Name(), v.Shape())
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"godist/distlib/device"
@@ -134,7 +135,7 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 		case *Tensor:
 			n = len(v.data)
 		case *Variable:
-			n = len(v.Value().data)
+			n = v.Size()
 		}
 		if b != nil && len(b) != n {
 			panic(fmt.Errorf("%w: GradientInto buffer %d has %d values, source %d has %d", ErrTape, i, len(b), i, n))
@@ -435,6 +436,10 @@ type Variable struct {
 	trainable bool
 	watched   bool
 	dev       string
+	// kept: Value handed out the current value's memory, which callers may keep, so an
+	// update writes into new memory. Only StepValue reads since the memory was allocated:
+	// UpdateData may write into it (see StepValue).
+	kept atomic.Bool
 }
 
 // NewVariable returns a variable holding a copy of init, placed on the current device scope
@@ -445,11 +450,15 @@ func NewVariable(name string, init *Tensor, trainable bool) *Variable {
 	}
 	v := &Variable{name: name, trainable: trainable, dev: device.Placement("")}
 	device.LogOp("VarHandleOp", v.dev)
-	v.set(append([]float32(nil), init.data...), init.Shape())
+	v.set(append([]float32(nil), init.data...), init.Shape(), true)
 	return v
 }
 
-func (v *Variable) set(data []float32, shape []int) {
+// set makes data the variable's value; fresh data (new memory) has not been handed out yet.
+func (v *Variable) set(data []float32, shape []int, fresh bool) {
+	if fresh {
+		v.kept.Store(false)
+	}
 	t := &Tensor{shape: shape, data: data, device: v.dev}
 	if v.trainable || v.watched {
 		t.node = &node{variable: v}
@@ -463,7 +472,7 @@ func (v *Variable) watch() {
 	if !v.watched {
 		v.watched = true
 		if v.value.node == nil {
-			v.set(v.value.data, v.value.shape)
+			v.set(v.value.data, v.value.shape, false)
 		}
 	}
 }
@@ -471,6 +480,20 @@ func (v *Variable) watch() {
 // Value returns the variable's current value. The tensor stays the same until the next
 // assignment; later assignments do not change it.
 func (v *Variable) Value() *Tensor {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	v.kept.Store(true)
+	return v.value
+}
+
+// StepValue returns the variable's current value, as Value does, to a computation that
+// drops it, and every tensor computed from it, before the variable's next update: a training
+// step, which reads the weights, computes their gradients and then updates them. Then the
+// update (UpdateData) may write the new values into the same memory rather than a copy,
+// which saves a pass over the weights and their garbage (keras's Fit reads its weights so).
+// A value that may be kept across an update must come from Value: once Value has handed
+// out the current memory, updates write into new memory.
+func (v *Variable) StepValue() *Tensor {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
 	return v.value
@@ -501,7 +524,10 @@ func (v *Variable) AsRead(t *Tensor) (*Tensor, error) {
 func (v *Variable) Name() string { return v.name }
 
 // Shape returns the variable's shape.
-func (v *Variable) Shape() []int { return v.Value().Shape() }
+func (v *Variable) Shape() []int { return v.StepValue().Shape() }
+
+// Size returns the number of values in the variable.
+func (v *Variable) Size() int { return v.StepValue().Size() }
 
 // Device returns the full name of the device the variable lives on.
 func (v *Variable) Device() string { return v.dev }
@@ -511,7 +537,7 @@ func (v *Variable) Trainable() bool { return v.trainable }
 
 // String formats the variable like TensorFlow's tf.Variable.
 func (v *Variable) String() string {
-	return fmt.Sprintf("<tf.Variable '%s' shape=%v dtype=float32, numpy=%v>", v.name, v.Shape(), v.Value().data)
+	return fmt.Sprintf("<tf.Variable '%s' shape=%v dtype=float32, numpy=%v>", v.name, v.Shape(), v.StepValue().data)
 }
 
 func (v *Variable) update(op string, t *Tensor, f func(old, x float32) float32) {
@@ -537,7 +563,7 @@ func (v *Variable) update(op string, t *Tensor, f func(old, x float32) float32) 
 			data[i] = f(o, t.data[i])
 		}
 	}
-	v.set(data, v.value.shape)
+	v.set(data, v.value.shape, true)
 }
 
 // Assign sets the variable's value to t (same shape).
@@ -562,19 +588,25 @@ func (v *Variable) AssignData(data []float32) {
 		panic(shapeErr("AssignVariableOp", "variable %q has %d values, data has %d", v.name, len(v.value.data), len(data)))
 	}
 	device.LogOp("AssignVariableOp", v.dev)
-	v.set(append([]float32(nil), data...), v.value.shape)
+	v.set(append([]float32(nil), data...), v.value.shape, true)
 }
 
-// UpdateData sets the variable's value to a copy of the current one that f updates in
-// place: the fast path for optimizers that update []float32 (one copy, where computing
-// into a buffer and AssignData take two). The value before stays as it was.
+// UpdateData sets the variable's value to the current one updated by f in place: the fast
+// path for optimizers that update []float32. When Value has handed out the current value,
+// f updates a copy and that value stays as it was; when only StepValue has read it since
+// it was made, f updates it where it lies (no copy, no garbage).
 func (v *Variable) UpdateData(f func(data []float32)) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	device.LogOp("AssignVariableOp", v.dev)
+	if !v.kept.Load() {
+		f(v.value.data)
+		v.set(v.value.data, v.value.shape, false)
+		return
+	}
 	data := append([]float32(nil), v.value.data...)
 	f(data)
-	v.set(data, v.value.shape)
+	v.set(data, v.value.shape, true)
 }
 
 func sameShape(a, b []int) bool {
