@@ -3,14 +3,17 @@
 # (shared/peers/model.py, per-worker batch 64, synthetic data): godist's keras Fit under
 # MultiWorkerMirroredStrategy (bench/multiworker) beside PyTorch DDP over gloo
 # (ddp_throughput.py --world 2 --threads 1) in the same run. The machine is shared, so the
-# runs alternate in ROUNDS rounds (default 2) of WINDOWS windows (default 5) of STEPS steps
+# runs alternate in ROUNDS rounds (default 6) of WINDOWS windows (default 5) of STEPS steps
 # (default 30); figures are medians over all windows (and over "clean" windows, where other
 # processes used under 0.1 cores, when there are any). Prints both speed-ups (goal: godist's
 # at least 1.8x and above DDP's).
 #
 # It also measures the co-located bound: two independent one-worker processes run side by
 # side (no communication), whose summed throughput is what two workers sharing these cores
-# and their memory can reach, and prints MWMS's 2-worker throughput as a fraction of it;
+# and their memory can reach, and prints MWMS's 2-worker throughput as a fraction of it. The
+# machine's speed drifts by tens of percent within seconds (bench/RESULTS.md), so each round
+# runs the pair just before and just after the 2-worker run and takes their mean as the
+# round's bound;
 # and, with each of the two pinned to its own core, the lockstep bound: twice the slower
 # core's figure, the most that workers waiting for each other at every step can reach
 # (the cores of a VM can differ: on 2026-11-26 one worker trained 46% faster on CPU 1).
@@ -22,21 +25,18 @@
 set -euo pipefail
 PROCS=${PROCS:-1}
 source "$(dirname "$0")/../lib.sh"
-bench_setup 2
+bench_setup 6
 bench_build mw multiworker
 bench_machine
 PIN=
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN=1; fi
-for r in $(seq "$ROUNDS"); do
-  GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
-  OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2.jsonl"
-  # The same without shared memory: the gradients cross loopback TCP, as between hosts.
-  GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
-  # The co-located bound: two independent one-worker processes side by side (no
-  # communication) share the cores and the memory as the two workers do.
-  # Each is pinned to its own core (a to CPU 0, b to CPU 1) where taskset and two cores are
-  # there, so that each core's speed is known: the cores of a VM need not be equally fast,
-  # and workers in lockstep all go at the slowest one's pace.
+# The co-located bound: two independent one-worker processes side by side (no
+# communication) share the cores and the memory as the two workers do.
+# Each is pinned to its own core (a to CPU 0, b to CPU 1) where taskset and two cores are
+# there, so that each core's speed is known: the cores of a VM need not be equally fast,
+# and workers in lockstep all go at the slowest one's pace. Round $r's pairs go to
+# solo$r.jsonl.
+solos() {
   for side in a b; do
     pin=()
     if [ -n "$PIN" ]; then pin=(taskset -c "$([ $side = a ] && echo 0 || echo 1)"); fi
@@ -44,6 +44,14 @@ for r in $(seq "$ROUNDS"); do
   done
   wait
   cat "$tmp/solo.$r.a" "$tmp/solo.$r.b" >>"$tmp/solo$r.jsonl"
+}
+for r in $(seq "$ROUNDS"); do
+  GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
+  solos # before the 2-worker run
+  OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2.jsonl"
+  solos # and after it
+  # The same without shared memory: the gradients cross loopback TCP, as between hosts.
+  GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
   (cd "$peers" && bench_peer 600 /usr/bin/python3 ddp_throughput.py --world 2 --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | { grep '^{' || true; } >"$tmp/py.$r"
   for k in 1 2; do
     line=$(sed -n "${k}p" "$tmp/py.$r")
@@ -83,14 +91,17 @@ if all(res[k][2] for k in res):
 print(line)
 # The bound two workers can reach on these cores: the summed throughput of two independent
 # one-worker processes run side by side, median over the rounds.
-bounds = []
+bounds, sides = [], []  # sides: each round's pair sums before and after the 2-worker run
 r = 1
 while True:
     try:
         ws = [json.loads(l)["windows"] for l in open(f"{d}/solo{r}.jsonl")]
     except FileNotFoundError:
         break
-    bounds.append(sum(statistics.median(x for x, _ in w) for w in ws))
+    # a (CPU 0), b (CPU 1) before the 2-worker run, then a, b after it: the mean of the two sums
+    m = [statistics.median(x for x, _ in w) for w in ws]
+    bounds.append(sum(m) / (len(m) / 2))
+    sides.append((m[0] + m[1], sum(m[2:4])))
     r += 1
 if bounds:
     b = statistics.median(bounds)
@@ -98,11 +109,14 @@ if bounds:
           f"(rounds {', '.join(f'{x:.0f}' for x in bounds)}); MWMS 2 workers {res['go2'][1]:.0f} = {res['go2'][1] / b:.2f} of the bound "
           f"over all windows; without shared memory {res['go2tcp'][1] / b:.2f}")
     # Round by round (the machine's speed drifts between rounds; each round's runs are minutes apart at most).
-    for i, (two, tcp, bound) in enumerate(zip(per("go2"), per("go2tcp"), bounds), 1):
-        print(f"  round {i}: MWMS 2 workers {two:.0f}, without shared memory {tcp:.0f}, bound {bound:.0f}: {two / bound:.2f} and {tcp / bound:.2f} of the bound")
+    for i, (two, tcp, bound, (pre, post)) in enumerate(zip(per("go2"), per("go2tcp"), bounds, sides), 1):
+        print(f"  round {i}: MWMS 2 workers {two:.0f}, without shared memory {tcp:.0f}, bound {bound:.0f} (pairs {pre:.0f} before, {post:.0f} after): {two / bound:.2f} and {tcp / bound:.2f} of the bound")
     # Workers in lockstep wait for the slower one at every step, so on cores of unequal speed
     # they can reach at most twice the slower core's figure: the lockstep bound.
-    cores = [[statistics.median(x for x, _ in json.loads(l)["windows"]) for l in open(f"{d}/solo{i}.jsonl")] for i in range(1, len(bounds) + 1)]
+    def core_means(i):
+        m = [statistics.median(x for x, _ in json.loads(l)["windows"]) for l in open(f"{d}/solo{i}.jsonl")]
+        return [statistics.mean(m[0::2]), statistics.mean(m[1::2])]  # CPU 0, CPU 1: before and after
+    cores = [core_means(i) for i in range(1, len(bounds) + 1)]
     lock = [2 * min(c) for c in cores]
     lb = statistics.median(lock)
     print(f"one worker per core, side by side (CPU 0, CPU 1{'' if os.environ.get('PIN') else ', unpinned'}): "
