@@ -219,21 +219,34 @@ func TestUnmarshalBinaryErrors(t *testing.T) {
 // loop's values bit for bit, over lengths around multiples of 16 and several steps.
 func TestAdamVectorLoopIsTheGoLoop(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
+	// Half the elements start with moments near the smallest normal (1.18e-38) and get tiny
+	// or zero gradients, so that operands and results cross into the subnormals.
+	small := func() float32 { return float32(math.Ldexp(rng.Float64(), -126+rng.Intn(12)-8)) }
 	for _, n := range []int{1, 15, 16, 17, 33, 1000} {
 		init := func() (w, m, v []float32) {
 			w, m, v = make([]float32, n), make([]float32, n), make([]float32, n)
 			for i := range w {
 				w[i] = rng.Float32()*2 - 1
+				if i%2 == 1 {
+					m[i], v[i] = small(), small()
+				}
 			}
 			return
 		}
 		w1, m1, v1 := init()
 		w2, m2, v2 := append([]float32(nil), w1...), append([]float32(nil), m1...), append([]float32(nil), v1...)
 		s := Spec{Kind: Adam, LearningRate: 1e-3, Beta1: 0.9, Beta2: 0.999, Epsilon: 1e-7}
-		for step := int64(1); step <= 3; step++ {
+		for step := int64(1); step <= 40; step++ {
 			g := make([]float32, n)
 			for i := range g {
-				g[i] = rng.Float32()*2 - 1
+				switch i % 4 {
+				case 1:
+					g[i] = 0
+				case 3:
+					g[i] = small() * 1e18 // g*g subnormal
+				default:
+					g[i] = rng.Float32()*2 - 1
+				}
 			}
 			s.adam(w1, g, [][]float32{m1, v1}, step)
 			tf := float64(step)
@@ -297,5 +310,48 @@ func TestApplyTermsIsApply(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestAdamFlushesSubnormals: moments that are subnormal count as zero and come out zero, so
+// a weight whose gradient is zero stays where it is, as under TensorFlow's flush-to-zero.
+func TestAdamFlushesSubnormals(t *testing.T) {
+	for _, n := range []int{16, 3} { // the AVX-512 loop (where the CPU has it), the Go loop
+		w, g := make([]float32, n), make([]float32, n)
+		m, v := make([]float32, n), make([]float32, n)
+		for i := range w {
+			w[i], m[i], v[i] = 0.5, 1e-39, 1e-40
+		}
+		s := NewAdam(1e-3, 0.9, 0.999, 1e-7)
+		s.Apply(w, g, [][]float32{m, v}, 5)
+		for i := range w {
+			if w[i] != 0.5 || m[i] != 0 || v[i] != 0 {
+				t.Fatalf("n %d: element %d: w %v m %v v %v, want 0.5, 0, 0", n, i, w[i], m[i], v[i])
+			}
+		}
+	}
+}
+
+// BenchmarkAdamSmallMoments updates the peer CNN's largest variable with moments of normal
+// size and with moments decaying toward zero (a weight whose gradient is zero: v shrinks
+// 0.1% a step), where subnormal arithmetic would take 20x longer.
+func BenchmarkAdamSmallMoments(b *testing.B) {
+	const n = 5408 * 64
+	s := NewAdam(1e-3, 0.9, 0.999, 1e-7)
+	for _, tc := range []struct {
+		name    string
+		g, m, v float32
+	}{{"normal", 1e-3, 1e-3, 1e-6}, {"decaying", 0, 1e-37, 1e-36}} {
+		w, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		b.Run(tc.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if i%100 == 0 { // keep the decaying moments near the smallest normal
+					for j := range m {
+						g[j], m[j], v[j] = tc.g, tc.m, tc.v
+					}
+				}
+				s.Apply(w, g, [][]float32{m, v}, 100)
+			}
+		})
 	}
 }

@@ -281,7 +281,17 @@ gacc:
 	RET
 
 // func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
-TEXT ·adamAVX512(SB), NOSPLIT, $0-56
+// It runs with MXCSR's flush-to-zero and denormals-are-zero bits set (0x8040), as
+// TensorFlow's CPU kernels do, and restores MXCSR before it returns: moments decaying
+// toward zero (a weight whose gradient is always zero) would otherwise be subnormal for
+// thousands of steps, each operation on them a microcode assist (20x slower).
+TEXT ·adamAVX512(SB), NOSPLIT, $8-56
+	STMXCSR      0(SP)
+	MOVL         0(SP), AX
+	MOVL         AX, 4(SP)
+	ORL          $0x8040, AX
+	MOVL         AX, 0(SP)
+	LDMXCSR      0(SP)
 	MOVQ         w+0(FP), DI
 	MOVQ         grad+8(FP), SI
 	MOVQ         m+16(FP), DX
@@ -320,6 +330,7 @@ adamloop:
 	DECQ    CX
 	JNZ     adamloop
 	VZEROUPPER
+	LDMXCSR 4(SP)
 	RET
 
 // func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
