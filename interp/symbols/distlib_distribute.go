@@ -292,7 +292,7 @@ type _godist_distlib_distribute_GradientBucketer struct {
 	WAdd        func(i int, grad []float32) error
 	WBuffer     func(i int) []float32
 	WNumBuckets func() int
-	WWait       func(ctx context.Context) error
+	WWaitTerms  func(ctx context.Context) ([][][]float32, error)
 }
 
 func (W _godist_distlib_distribute_GradientBucketer) Add(i int, grad []float32) error {
@@ -304,8 +304,8 @@ func (W _godist_distlib_distribute_GradientBucketer) Buffer(i int) []float32 {
 func (W _godist_distlib_distribute_GradientBucketer) NumBuckets() int {
 	return W.WNumBuckets()
 }
-func (W _godist_distlib_distribute_GradientBucketer) Wait(ctx context.Context) error {
-	return W.WWait(ctx)
+func (W _godist_distlib_distribute_GradientBucketer) WaitTerms(ctx context.Context) ([][][]float32, error) {
+	return W.WWaitTerms(ctx)
 }
 
 // _godist_distlib_distribute_MirroredOption is an interface wrapper for MirroredOption type
