@@ -277,24 +277,11 @@ func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, 
 // applyReplicas applies one step: grads[r][i] to vars[r][i] for every replica copy r, with
 // one learning rate and one iteration count for all.
 func (o *Optimizer) applyReplicas(grads [][]*tensor.Tensor, vars [][]*tensor.Variable) error {
-	if len(grads) != len(vars) {
-		return fmt.Errorf("%w: gradients for %d replicas, variables for %d", ErrInvalidArgument, len(grads), len(vars))
-	}
 	terms := make([][]gradTerms, len(grads))
-	for r := range vars {
-		if len(grads[r]) != len(vars[r]) {
-			return fmt.Errorf("%w: ApplyGradients got %d gradients for %d variables", ErrInvalidArgument, len(grads[r]), len(vars[r]))
-		}
+	for r := range grads {
 		terms[r] = make([]gradTerms, len(grads[r]))
-		for i, v := range vars[r] {
-			if v == nil {
-				return fmt.Errorf("%w: ApplyGradients variable %d is nil", ErrInvalidArgument, i)
-			}
-			if g := grads[r][i]; g != nil {
-				if g.Size() != v.Size() {
-					return fmt.Errorf("%w: gradient %d has shape %v, variable %s has shape %v",
-						ErrShape, i, g.Shape(), v.Name(), v.Shape())
-				}
+		for i, g := range grads[r] {
+			if g != nil {
 				terms[r][i] = gradTerms{g.Data()}
 			}
 		}
@@ -310,6 +297,9 @@ type gradTerms [][]float32
 // applyTerms is applyReplicas with every gradient given as its terms: the rule sums them as
 // it reads them (optim.Spec.ApplyTerms).
 func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) error {
+	if len(grads) != len(vars) {
+		return fmt.Errorf("%w: gradients for %d replicas, variables for %d", ErrInvalidArgument, len(grads), len(vars))
+	}
 	for r := range vars {
 		if len(grads[r]) != len(vars[r]) {
 			return fmt.Errorf("%w: ApplyGradients got %d gradients for %d variables", ErrInvalidArgument, len(grads[r]), len(vars[r]))
@@ -320,7 +310,7 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 			}
 			for _, term := range grads[r][i] {
 				if n := v.Size(); len(term) != n {
-					return fmt.Errorf("%w: gradient %d has %d values, variable %s has shape %v", ErrShape, i, len(term), v.Name(), v.Shape())
+					return fmt.Errorf("%w: gradient %d has %d values, variable %s has shape %v (%d values)", ErrShape, i, len(term), v.Name(), v.Shape(), n)
 				}
 			}
 		}
