@@ -205,7 +205,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	// Values elsewhere (the batch statistics) are copied in by Add. When the workers share
 	// memory, the optimizer reads every worker's gradients where they lie and sums them as
 	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
-	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-27").
+	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-26 23:22").
 	add := b.Add
 	fail := func(err error) (stats, bool, error) {
 		_, _ = b.WaitTerms(ctx) // drain the buckets already started; the step fails anyway
