@@ -240,14 +240,14 @@ func (s *Spec) adam(w, g []float32, slots [][]float32, t int64) {
 	tf := float64(t)
 	alpha := float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
 	b1, b2, eps := float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon)
-	// The AVX-512 loop does the same arithmetic (bit for bit) 16 elements at a time; the
-	// Go loops do the rest.
+	// The vector loop (AVX-512, else AVX2) does the same arithmetic (bit for bit) 16 or 8
+	// elements at a time; the Go loop does the rest.
 	i := simd.Adam(w, g, m, v, alpha, b1, b2, eps)
 	adamGo(w[i:], g[i:], m[i:], v[i:], alpha, b1, b2, eps)
 }
 
 // adamGo is adam's update in Go, alpha the step's learning rate with the bias corrections.
-// Like the AVX-512 loop, it computes with flush-to-zero and denormals-are-zero (as
+// Like the vector loops, it computes with flush-to-zero and denormals-are-zero (as
 // TensorFlow's CPU kernels do): every subnormal operand and result counts as a zero of its
 // sign (flush), so that a moment decaying toward zero becomes zero instead of spending
 // thousands of steps in subnormal arithmetic, which the CPU runs 20x slower

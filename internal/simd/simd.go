@@ -76,17 +76,29 @@ func b2i(b bool) int {
 // every function here declines).
 func Available() bool { return hasAVX512 }
 
-// Adam applies Keras 3's Adam update to the first len(w) &^ 15 elements and returns how
-// many it did (the caller's Go loop does the rest): m += (g-m)*b1; v += (g*g-v)*b2;
-// w -= alpha*m/(sqrt(v)+eps), in that order and with no fused multiply-add, so each
-// element is bit for bit the Go loop's.
+// Adam applies Keras 3's Adam update to the first len(w) &^ 15 elements (&^ 7 on a CPU with
+// AVX2 but not AVX-512) and returns how many it did (the caller's Go loop does the rest):
+// m += (g-m)*b1; v += (g*g-v)*b2; w -= alpha*m/(sqrt(v)+eps), in that order and with no
+// fused multiply-add, with subnormal operands and results flushed to zero (MXCSR's FTZ and
+// DAZ, set for the loop and restored after it), so each element is bit for bit the Go
+// loop's that flushes likewise (optim's).
 func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
-	n := len(w) &^ 15
-	if !hasAVX512 || n == 0 {
+	var n int
+	switch {
+	case hasAVX512:
+		n = len(w) &^ 15
+	case hasAVX2:
+		n = len(w) &^ 7
+	}
+	if n == 0 {
 		return 0
 	}
 	_, _, _ = g[n-1], m[n-1], v[n-1]
-	adamAVX512(&w[0], &g[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+	if hasAVX512 {
+		adamAVX512(&w[0], &g[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+	} else {
+		adamAVX2(&w[0], &g[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+	}
 	return n
 }
 

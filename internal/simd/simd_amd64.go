@@ -6,6 +6,9 @@ import "golang.org/x/sys/cpu"
 
 var hasAVX512 = cpu.X86.HasAVX512F
 
+// hasAVX2 says whether the CPU has the loops that take AVX2 only (Adam's).
+var hasAVX2 = cpu.X86.HasAVX2
+
 //go:noescape
 func maxPool2x2RowAVX512(r0, r1, out *float32, code *uint8, ow, c int)
 
@@ -20,6 +23,9 @@ func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, d
 
 //go:noescape
 func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+
+//go:noescape
+func adamAVX2(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
 
 //go:noescape
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)

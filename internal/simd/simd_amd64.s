@@ -333,6 +333,58 @@ adamloop:
 	LDMXCSR 4(SP)
 	RET
 
+// func adamAVX2(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+// adamAVX512's loop, 8 elements at a time in YMM registers (n a multiple of 8), for CPUs
+// without AVX-512; the same arithmetic and the same MXCSR flush-to-zero and
+// denormals-are-zero bits, so the same values bit for bit.
+TEXT ·adamAVX2(SB), NOSPLIT, $8-56
+	STMXCSR      0(SP)
+	MOVL         0(SP), AX
+	MOVL         AX, 4(SP)
+	ORL          $0x8040, AX
+	MOVL         AX, 0(SP)
+	LDMXCSR      0(SP)
+	MOVQ         w+0(FP), DI
+	MOVQ         grad+8(FP), SI
+	MOVQ         m+16(FP), DX
+	MOVQ         v+24(FP), R8
+	MOVQ         n+32(FP), CX
+	SHRQ         $3, CX
+	VBROADCASTSS alpha+40(FP), Y12
+	VBROADCASTSS b1+44(FP), Y13
+	VBROADCASTSS b2+48(FP), Y14
+	VBROADCASTSS eps+52(FP), Y15
+
+adam2loop:
+	VMOVUPS (SI), Y0     // g
+	VMOVUPS (DX), Y1     // m
+	VMOVUPS (R8), Y2     // v
+	VSUBPS  Y1, Y0, Y3   // g - m
+	VMULPS  Y13, Y3, Y3  // (g-m)*b1
+	VADDPS  Y3, Y1, Y1   // m + ...
+	VMULPS  Y0, Y0, Y4   // g*g
+	VSUBPS  Y2, Y4, Y4   // g*g - v
+	VMULPS  Y14, Y4, Y4  // *b2
+	VADDPS  Y4, Y2, Y2   // v + ...
+	VMOVUPS Y1, (DX)
+	VMOVUPS Y2, (R8)
+	VSQRTPS Y2, Y5
+	VADDPS  Y15, Y5, Y5  // sqrt(v) + eps
+	VMULPS  Y12, Y1, Y6  // alpha*m
+	VDIVPS  Y5, Y6, Y6   // / (sqrt(v)+eps)
+	VMOVUPS (DI), Y7
+	VSUBPS  Y6, Y7, Y7
+	VMOVUPS Y7, (DI)
+	ADDQ    $32, DI
+	ADDQ    $32, SI
+	ADDQ    $32, DX
+	ADDQ    $32, R8
+	DECQ    CX
+	JNZ     adam2loop
+	VZEROUPPER
+	LDMXCSR 4(SP)
+	RET
+
 // func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
 // Blocks of 16 columns (p) go through registers, one half of the strip (16 rows, j) at a
 // time: the 16 rows' values are loaded and transposed, 4x4 within 128-bit lanes by two

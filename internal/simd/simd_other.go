@@ -2,7 +2,7 @@
 
 package simd
 
-const hasAVX512 = false
+const hasAVX512, hasAVX2 = false, false
 
 func maxPool2x2RowAVX512(r0, r1, out *float32, code *uint8, ow, c int) {
 	panic("simd: no AVX-512 loops in this build")
@@ -22,6 +22,10 @@ func conv3x3C1GradAVX512(x *float32, w int, gr, y *float32, npix, o, relu int, d
 
 func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32) {
 	panic("simd: no AVX-512 loops in this build")
+}
+
+func adamAVX2(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32) {
+	panic("simd: no AVX2 loops in this build")
 }
 
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32) {

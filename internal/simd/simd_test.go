@@ -275,3 +275,65 @@ func BenchmarkAddTo(b *testing.B) {
 		AddTo(dst, src)
 	}
 }
+
+// TestAdamAVX2IsAVX512: the AVX2 Adam loop gives the AVX-512 loop's values bit for bit
+// (optim's tests hold the AVX-512 loop to the Go loop), moments near and below the smallest
+// normal included, over several steps.
+func TestAdamAVX2IsAVX512(t *testing.T) {
+	if !hasAVX512 || !hasAVX2 {
+		t.Skip("simd: needs both AVX-512 and AVX2 to compare them")
+	}
+	rng := rand.New(rand.NewSource(5))
+	const n = 1024
+	small := func() float32 { return float32(math.Ldexp(rng.Float64(), -126+rng.Intn(12)-8)) }
+	w1, m1, v1 := make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range w1 {
+		w1[i] = rng.Float32()*2 - 1
+		if i%2 == 1 {
+			m1[i], v1[i] = small(), small()
+		}
+	}
+	w2, m2, v2 := append([]float32(nil), w1...), append([]float32(nil), m1...), append([]float32(nil), v1...)
+	for step := 0; step < 40; step++ {
+		g := make([]float32, n)
+		for i := range g {
+			switch i % 4 {
+			case 1:
+			case 3:
+				g[i] = small() * 1e18
+			default:
+				g[i] = rng.Float32()*2 - 1
+			}
+		}
+		adamAVX512(&w1[0], &g[0], &m1[0], &v1[0], n, 1e-3, 0.1, 0.001, 1e-7)
+		adamAVX2(&w2[0], &g[0], &m2[0], &v2[0], n, 1e-3, 0.1, 0.001, 1e-7)
+	}
+	for i := range w1 {
+		if math.Float32bits(w1[i]) != math.Float32bits(w2[i]) || math.Float32bits(m1[i]) != math.Float32bits(m2[i]) || math.Float32bits(v1[i]) != math.Float32bits(v2[i]) {
+			t.Fatalf("element %d: AVX2 w %v m %v v %v, AVX-512 %v %v %v", i, w2[i], m2[i], v2[i], w1[i], m1[i], v1[i])
+		}
+	}
+}
+
+// BenchmarkAdam runs Adam's loops over the peer CNN's largest variable (5408x64).
+func BenchmarkAdam(b *testing.B) {
+	const n = 5408 * 64
+	w, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+	for i := range g {
+		g[i] = 1e-3
+	}
+	for _, l := range []struct {
+		name string
+		ok   bool
+		f    func(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+	}{{"avx512", hasAVX512, adamAVX512}, {"avx2", hasAVX2, adamAVX2}} {
+		b.Run(l.name, func(b *testing.B) {
+			if !l.ok {
+				b.Skip("not on this CPU")
+			}
+			for b.Loop() {
+				l.f(&w[0], &g[0], &m[0], &v[0], n, 1e-3, 0.1, 0.001, 1e-7)
+			}
+		})
+	}
+}
