@@ -138,38 +138,46 @@ func flip(b []byte, i int) []byte {
 
 // TestBackupWorkerKilled: two worker processes, one killed (SIGKILL) in the middle of epoch
 // 3; the job started again with the same command resumes after epoch 2 and ends with the
-// weights of an uninterrupted run.
+// weights of an uninterrupted run. With a 1024-unit layer, the killed worker's gradients lie
+// in the memory the workers share (the survivor must fail, not hang or read on).
 func TestBackupWorkerKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts worker processes; skipped under -short")
 	}
 	const batch, epochs = 16, 4
-	ref, log, err := launchMW(t, "fit", 2, batch, epochs, "GODIST_KERAS_MW_BACKUP="+t.TempDir())
-	if err != nil {
-		t.Fatalf("uninterrupted run: %v\n%s", err, log)
-	}
-	dir := t.TempDir()
-	_, log, err = launchMW(t, "die", 2, batch, epochs, "GODIST_KERAS_MW_BACKUP="+dir)
-	if err == nil || !strings.Contains(err.Error(), "worker 1") {
-		t.Fatalf("run with a killed worker = %v, want worker 1's failure\n%s", err, log)
-	}
-	st, err := readBackup(filepath.Join(dir, backupFile))
-	if err != nil || st.Epoch != 1 {
-		t.Fatalf("backup after the kill: %v, %v; want one of epoch index 1\n%s", st, err, log)
-	}
-	res, log, err := launchMW(t, "fit", 2, batch, epochs, "GODIST_KERAS_MW_BACKUP="+dir)
-	if err != nil {
-		t.Fatalf("restarted run: %v\n%s", err, log)
-	}
-	if !strings.Contains(log, "resuming after epoch 2") {
-		t.Errorf("restarted run did not say it resumed:\n%s", log)
-	}
-	for w := range res {
-		if got := res[w].Epochs; !equalInts(got, []int{2, 3}) {
-			t.Errorf("worker %d of the restarted run ran epochs %v, want [2 3]", w, got)
-		}
-		if d := maxWeightDiff(t, ref[w].Weights, res[w].Weights); d != 0 {
-			t.Errorf("worker %d: weights differ from the uninterrupted run by up to %g", w, d)
-		}
+	for _, width := range []string{"8", "1024"} {
+		t.Run(width+" units", func(t *testing.T) {
+			env := func(dir string) []string {
+				return []string{"GODIST_KERAS_MW_BACKUP=" + dir, "GODIST_KERAS_MW_WIDTH=" + width}
+			}
+			ref, log, err := launchMW(t, "fit", 2, batch, epochs, env(t.TempDir())...)
+			if err != nil {
+				t.Fatalf("uninterrupted run: %v\n%s", err, log)
+			}
+			dir := t.TempDir()
+			_, log, err = launchMW(t, "die", 2, batch, epochs, env(dir)...)
+			if err == nil || !strings.Contains(err.Error(), "worker 1") {
+				t.Fatalf("run with a killed worker = %v, want worker 1's failure\n%s", err, log)
+			}
+			st, err := readBackup(filepath.Join(dir, backupFile))
+			if err != nil || st.Epoch != 1 {
+				t.Fatalf("backup after the kill: %v, %v; want one of epoch index 1\n%s", st, err, log)
+			}
+			res, log, err := launchMW(t, "fit", 2, batch, epochs, env(dir)...)
+			if err != nil {
+				t.Fatalf("restarted run: %v\n%s", err, log)
+			}
+			if !strings.Contains(log, "resuming after epoch 2") {
+				t.Errorf("restarted run did not say it resumed:\n%s", log)
+			}
+			for w := range res {
+				if got := res[w].Epochs; !equalInts(got, []int{2, 3}) {
+					t.Errorf("worker %d of the restarted run ran epochs %v, want [2 3]", w, got)
+				}
+				if d := maxWeightDiff(t, ref[w].Weights, res[w].Weights); d != 0 {
+					t.Errorf("worker %d: weights differ from the uninterrupted run by up to %g", w, d)
+				}
+			}
+		})
 	}
 }
