@@ -11,8 +11,12 @@ import (
 
 // Fit under ParameterServerStrategy, synchronous (the default) and pipelined, trains the
 // MNIST model to about the accuracy of one process. The pipelined steps read variables
-// up to one step stale, which costs some accuracy after one epoch (measured 0.86 to 0.91
-// against one process's 0.91): their band is 0.1 wide instead of 0.05 (and at least 0.8).
+// up to one step stale, which costs some accuracy after one epoch, more with two workers
+// pushing asynchronously: a worker the scheduler starves computes on values the other has
+// moved on from. Measured against one process's 0.914 (2026-11-27): pipelined 0.86-0.91,
+// pipelined with 2 ps 0.84-0.89 in 34 runs (10 of them with both cores kept busy), and
+// 0.813 once in CI, beside other test binaries. So the pipelined runs are held to at least
+// 0.8, with a band of 0.12; the synchronous ones to a band of 0.05.
 func TestPSFitPipelineAccuracy(t *testing.T) {
 	train, test := mnistSmall(t)
 	SetRandomSeed(1)
@@ -27,8 +31,8 @@ func TestPSFitPipelineAccuracy(t *testing.T) {
 	}{
 		{"default", 1, nil, 0.05},
 		{"synchronous 2 ps", 2, []Option{PSPipeline(false)}, 0.05},
-		{"pipelined", 1, []Option{PSPipeline(true)}, 0.1},
-		{"pipelined 2 ps", 2, []Option{PSPipeline(true)}, 0.1},
+		{"pipelined", 1, []Option{PSPipeline(true)}, 0.12},
+		{"pipelined 2 ps", 2, []Option{PSPipeline(true)}, 0.12},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, servers := psStrategy(t, tt.nps, 2, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(tt.nps)))
