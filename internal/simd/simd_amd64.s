@@ -2,6 +2,60 @@
 
 #include "textflag.h"
 
+// FTZ_ON saves MXCSR at 4(SP) and sets its flush-to-zero and denormals-are-zero bits
+// (0x8040); FTZ_OFF restores it. A function using them has a frame of at least 8 bytes.
+#define FTZ_ON \
+	STMXCSR 0(SP); \
+	MOVL    0(SP), AX; \
+	MOVL    AX, 4(SP); \
+	ORL     $0x8040, AX; \
+	MOVL    AX, 0(SP); \
+	LDMXCSR 0(SP)
+
+#define FTZ_OFF LDMXCSR 4(SP)
+
+// ADAM_LOAD loads adam's arguments: w, grad, m, v into DI, SI, DX, R8, n/width into CX,
+// alpha, b1, b2, eps broadcast into A, B1, B2, EPS.
+#define ADAM_LOAD(shift, A, B1, B2, EPS) \
+	MOVQ         w+0(FP), DI; \
+	MOVQ         grad+8(FP), SI; \
+	MOVQ         m+16(FP), DX; \
+	MOVQ         v+24(FP), R8; \
+	MOVQ         n+32(FP), CX; \
+	SHRQ         shift, CX; \
+	VBROADCASTSS alpha+40(FP), A; \
+	VBROADCASTSS b1+44(FP), B1; \
+	VBROADCASTSS b2+48(FP), B2; \
+	VBROADCASTSS eps+52(FP), EPS
+
+// ADAM_STEP updates one vector of elements at DI, SI, DX, R8 and advances them by bytes:
+// m += (g-m)*b1; v += (g*g-v)*b2; w -= alpha*m/(sqrt(v)+eps), with no fused multiply-add.
+// R0..R7 are scratch vector registers (X, Y or Z: the width).
+#define ADAM_STEP(bytes, R0, R1, R2, R3, R4, R5, R6, R7, A, B1, B2, EPS) \
+	VMOVUPS (SI), R0; \
+	VMOVUPS (DX), R1; \
+	VMOVUPS (R8), R2; \
+	VSUBPS  R1, R0, R3; \
+	VMULPS  B1, R3, R3; \
+	VADDPS  R3, R1, R1; \
+	VMULPS  R0, R0, R4; \
+	VSUBPS  R2, R4, R4; \
+	VMULPS  B2, R4, R4; \
+	VADDPS  R4, R2, R2; \
+	VMOVUPS R1, (DX); \
+	VMOVUPS R2, (R8); \
+	VSQRTPS R2, R5; \
+	VADDPS  EPS, R5, R5; \
+	VMULPS  A, R1, R6; \
+	VDIVPS  R5, R6, R6; \
+	VMOVUPS (DI), R7; \
+	VSUBPS  R6, R7, R7; \
+	VMOVUPS R7, (DI); \
+	ADDQ    bytes, DI; \
+	ADDQ    bytes, SI; \
+	ADDQ    bytes, DX; \
+	ADDQ    bytes, R8
+
 // func maxPool2x2RowAVX512(r0, r1, out *float32, code *uint8, ow, c int)
 // c is a positive multiple of 16; one pixel is c floats (R9 bytes).
 TEXT ·maxPool2x2RowAVX512(SB), NOSPLIT, $0-48
@@ -281,108 +335,36 @@ gacc:
 	RET
 
 // func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
-// It runs with MXCSR's flush-to-zero and denormals-are-zero bits set (0x8040), as
-// TensorFlow's CPU kernels do, and restores MXCSR before it returns: moments decaying
-// toward zero (a weight whose gradient is always zero) would otherwise be subnormal for
-// thousands of steps, each operation on them a microcode assist (20x slower).
+// 16 elements at a time (n a multiple of 16). It runs with MXCSR's flush-to-zero and
+// denormals-are-zero bits set, as TensorFlow's CPU kernels do, and restores MXCSR before it
+// returns: moments decaying toward zero (a weight whose gradient is always zero) would
+// otherwise be subnormal for thousands of steps, each operation on them a microcode assist
+// (20x slower).
 TEXT ·adamAVX512(SB), NOSPLIT, $8-56
-	STMXCSR      0(SP)
-	MOVL         0(SP), AX
-	MOVL         AX, 4(SP)
-	ORL          $0x8040, AX
-	MOVL         AX, 0(SP)
-	LDMXCSR      0(SP)
-	MOVQ         w+0(FP), DI
-	MOVQ         grad+8(FP), SI
-	MOVQ         m+16(FP), DX
-	MOVQ         v+24(FP), R8
-	MOVQ         n+32(FP), CX
-	SHRQ         $4, CX
-	VBROADCASTSS alpha+40(FP), Z28
-	VBROADCASTSS b1+44(FP), Z29
-	VBROADCASTSS b2+48(FP), Z30
-	VBROADCASTSS eps+52(FP), Z31
+	FTZ_ON
+	ADAM_LOAD($4, Z28, Z29, Z30, Z31)
 
 adamloop:
-	VMOVUPS (SI), Z0     // g
-	VMOVUPS (DX), Z1     // m
-	VMOVUPS (R8), Z2     // v
-	VSUBPS  Z1, Z0, Z3   // g - m
-	VMULPS  Z29, Z3, Z3  // (g-m)*b1
-	VADDPS  Z3, Z1, Z1   // m + ...
-	VMULPS  Z0, Z0, Z4   // g*g
-	VSUBPS  Z2, Z4, Z4   // g*g - v
-	VMULPS  Z30, Z4, Z4  // *b2
-	VADDPS  Z4, Z2, Z2   // v + ...
-	VMOVUPS Z1, (DX)
-	VMOVUPS Z2, (R8)
-	VSQRTPS Z2, Z5
-	VADDPS  Z31, Z5, Z5  // sqrt(v) + eps
-	VMULPS  Z28, Z1, Z6  // alpha*m
-	VDIVPS  Z5, Z6, Z6   // / (sqrt(v)+eps)
-	VMOVUPS (DI), Z7
-	VSUBPS  Z6, Z7, Z7
-	VMOVUPS Z7, (DI)
-	ADDQ    $64, DI
-	ADDQ    $64, SI
-	ADDQ    $64, DX
-	ADDQ    $64, R8
-	DECQ    CX
-	JNZ     adamloop
+	ADAM_STEP($64, Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
+	DECQ CX
+	JNZ  adamloop
 	VZEROUPPER
-	LDMXCSR 4(SP)
+	FTZ_OFF
 	RET
 
 // func adamAVX2(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
 // adamAVX512's loop, 8 elements at a time in YMM registers (n a multiple of 8), for CPUs
-// without AVX-512; the same arithmetic and the same MXCSR flush-to-zero and
-// denormals-are-zero bits, so the same values bit for bit.
+// without AVX-512: the same arithmetic and MXCSR bits, so the same values bit for bit.
 TEXT ·adamAVX2(SB), NOSPLIT, $8-56
-	STMXCSR      0(SP)
-	MOVL         0(SP), AX
-	MOVL         AX, 4(SP)
-	ORL          $0x8040, AX
-	MOVL         AX, 0(SP)
-	LDMXCSR      0(SP)
-	MOVQ         w+0(FP), DI
-	MOVQ         grad+8(FP), SI
-	MOVQ         m+16(FP), DX
-	MOVQ         v+24(FP), R8
-	MOVQ         n+32(FP), CX
-	SHRQ         $3, CX
-	VBROADCASTSS alpha+40(FP), Y12
-	VBROADCASTSS b1+44(FP), Y13
-	VBROADCASTSS b2+48(FP), Y14
-	VBROADCASTSS eps+52(FP), Y15
+	FTZ_ON
+	ADAM_LOAD($3, Y12, Y13, Y14, Y15)
 
 adam2loop:
-	VMOVUPS (SI), Y0     // g
-	VMOVUPS (DX), Y1     // m
-	VMOVUPS (R8), Y2     // v
-	VSUBPS  Y1, Y0, Y3   // g - m
-	VMULPS  Y13, Y3, Y3  // (g-m)*b1
-	VADDPS  Y3, Y1, Y1   // m + ...
-	VMULPS  Y0, Y0, Y4   // g*g
-	VSUBPS  Y2, Y4, Y4   // g*g - v
-	VMULPS  Y14, Y4, Y4  // *b2
-	VADDPS  Y4, Y2, Y2   // v + ...
-	VMOVUPS Y1, (DX)
-	VMOVUPS Y2, (R8)
-	VSQRTPS Y2, Y5
-	VADDPS  Y15, Y5, Y5  // sqrt(v) + eps
-	VMULPS  Y12, Y1, Y6  // alpha*m
-	VDIVPS  Y5, Y6, Y6   // / (sqrt(v)+eps)
-	VMOVUPS (DI), Y7
-	VSUBPS  Y6, Y7, Y7
-	VMOVUPS Y7, (DI)
-	ADDQ    $32, DI
-	ADDQ    $32, SI
-	ADDQ    $32, DX
-	ADDQ    $32, R8
-	DECQ    CX
-	JNZ     adam2loop
+	ADAM_STEP($32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
+	DECQ CX
+	JNZ  adam2loop
 	VZEROUPPER
-	LDMXCSR 4(SP)
+	FTZ_OFF
 	RET
 
 // func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
