@@ -825,11 +825,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 
 // valuesOf returns the current values of vars.
 func valuesOf(vars []*tensor.Variable) []*tensor.Tensor {
-	out := make([]*tensor.Tensor, len(vars))
-	for i, v := range vars {
-		out[i] = v.Value()
-	}
-	return out
+	return readValues(vars, (*tensor.Variable).Value)
 }
 
 // stepValuesOf is valuesOf for a training step of Fit: it reads with StepValue, so that the
@@ -838,9 +834,14 @@ func valuesOf(vars []*tensor.Variable) []*tensor.Tensor {
 // gradients are dropped, its statistics are numbers). Code that hands values, or tensors
 // computed from them, to the user reads with valuesOf.
 func stepValuesOf(vars []*tensor.Variable) []*tensor.Tensor {
+	return readValues(vars, (*tensor.Variable).StepValue)
+}
+
+// readValues reads every variable with read (Value or StepValue).
+func readValues(vars []*tensor.Variable, read func(*tensor.Variable) *tensor.Tensor) []*tensor.Tensor {
 	out := make([]*tensor.Tensor, len(vars))
 	for i, v := range vars {
-		out[i] = v.StepValue()
+		out[i] = read(v)
 	}
 	return out
 }

@@ -357,12 +357,7 @@ func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uin
 	if m.engine != nil {
 		return m.meshForward(x, training, stepSeed)
 	}
-	vars := m.vars[c]
-	vals := make([]*tensor.Tensor, len(vars))
-	for i, v := range vars {
-		vals[i] = read(v)
-	}
-	return m.forwardVals(vals, x, training, stepSeed)
+	return m.forwardVals(readValues(m.vars[c], read), x, training, stepSeed)
 }
 
 // forwardVals runs the layers with the given values of the variables (one per parameter).

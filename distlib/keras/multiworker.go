@@ -206,7 +206,6 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	// memory, the optimizer reads every worker's gradients where they lie and sums them as
 	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
 	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-26 23:22").
-	add := b.Add
 	fail := func(err error) (stats, bool, error) {
 		_, _ = b.WaitTerms(ctx) // drain the buckets already started; the step fails anyway
 		return stats{}, true, err
@@ -214,15 +213,15 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	xs, ys := x.To(devs[0]), y.To(devs[0])
 	if xs.Shape()[0] == 0 {
 		// This worker's share is empty (a global batch smaller than the number of workers).
-		if err := add(0, make([]float32, nStats)); err != nil {
+		if err := b.Add(0, make([]float32, nStats)); err != nil {
 			return fail(err)
 		}
 		for k, v := range vars {
-			if err := add(1+nTrain-1-k, make([]float32, prodInts(v.Shape()))); err != nil {
+			if err := b.Add(1+nTrain-1-k, make([]float32, prodInts(v.Shape()))); err != nil {
 				return fail(err)
 			}
 		}
-	} else if err := m.backwardInBuckets(xs, ys, globalBatch, mix(seed, 0), metrics, b.Buffer, add); err != nil {
+	} else if err := m.backwardInBuckets(xs, ys, globalBatch, mix(seed, 0), metrics, b.Buffer, b.Add); err != nil {
 		return fail(err)
 	}
 	terms, err := b.WaitTerms(ctx)
