@@ -231,7 +231,7 @@ func TestCluster(t *testing.T) {
 		if _, err := net.LookupHost(c.Node); err != nil {
 			t.Skipf("the tasks' addresses use the node name %q, which does not resolve here: %v", c.Node, err)
 		}
-		ports, err := freePorts(1)
+		ports, err := freePorts(2) // the two tasks listen on PortBase and PortBase+1
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestCluster(t *testing.T) {
 	// godist launch --slurm: one srun starts the tasks; their output comes back labelled with
 	// the task each one resolved itself to be.
 	t.Run("launch", func(t *testing.T) {
-		ports, err := freePorts(1)
+		ports, err := freePorts(3) // up to 3 tasks on the node: PortBase..PortBase+2
 		if err != nil {
 			t.Fatal(err)
 		}
