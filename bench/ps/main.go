@@ -95,8 +95,9 @@ func main() {
 		if base == 0 {
 			base = r.median
 		}
-		fmt.Printf("workers %d: median %.0f examples/s (%.2fx), windows %s, test accuracy %.3f, %d params, %d B/step (%d to the ps + %d from it), %.1f ps reads and %.1f updates per step\n",
-			workers, r.median, r.median/base, r.windows, r.acc, r.params, r.bytesIn+r.bytesOut, r.bytesIn, r.bytesOut, r.reads, r.updates)
+		fmt.Printf("workers %d: median %.0f examples/s (%.2fx), windows %s, test accuracy %.3f, %d params, %d B/step in messages (%d to the ps + %d from it) and %d through shared memory (%d + %d), %.1f ps reads and %.1f updates per step\n",
+			workers, r.median, r.median/base, r.windows, r.acc, r.params, r.bytesIn+r.bytesOut, r.bytesIn, r.bytesOut,
+			r.sharedIn+r.sharedOut, r.sharedIn, r.sharedOut, r.reads, r.updates)
 	}
 }
 
@@ -106,6 +107,8 @@ type result struct {
 	acc               float64
 	params            int
 	bytesIn, bytesOut int64
+	sharedIn          int64
+	sharedOut         int64
 	reads, updates    float64
 }
 
@@ -208,6 +211,7 @@ func measure(n, batch, spe, windows int, window time.Duration, warmup int, prof 
 	return result{median: rates[len(rates)/2], windows: strings.Join(parts, " "),
 		acc: m.Evaluate(test, keras.Verbose(0))["accuracy"], params: m.CountParams(),
 		bytesIn: (last.BytesIn - first.BytesIn) / measured, bytesOut: (last.BytesOut - first.BytesOut) / measured,
+		sharedIn: (last.SharedIn - first.SharedIn) / measured, sharedOut: (last.SharedOut - first.SharedOut) / measured,
 		reads: float64(last.Reads-first.Reads) / float64(measured), updates: float64(last.Applied-first.Applied) / float64(measured)}
 }
 

@@ -28,9 +28,10 @@ func BindAllFromEnv() bool {
 }
 
 // SharedMemoryEnv is the environment variable that, set to 0 (or false, off, no), keeps the tasks of
-// one host from sharing memory: their all-reduces then move every byte over TCP, as between
-// hosts. By default tasks that find they can map each other's memory (processes of one
-// host, with /dev/shm) read each other's buffers there.
+// one host from sharing memory: their all-reduces, and the workers' pushes to and reads from
+// a parameter server, then move every byte over TCP, as between hosts. By default tasks that
+// find they can map each other's memory (processes of one host, with /dev/shm) read each
+// other's buffers there.
 const SharedMemoryEnv = "GODIST_SHARED_MEMORY"
 
 // NoSharedMemoryFromEnv reports whether GODIST_SHARED_MEMORY turns shared memory off.
@@ -135,7 +136,7 @@ func newPSServer(spec ClusterSpec, task Task, rank int, token string, opts Serve
 			return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)
 		}
 	}
-	ps, err := transport.NewPSServer(lis, transport.PSServerOptions{Token: token, Task: task.Index})
+	ps, err := transport.NewPSServer(lis, transport.PSServerOptions{Token: token, Task: task.Index, NoSharedMemory: NoSharedMemoryFromEnv()})
 	if err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("cluster: server for task %s: %w", task, err)

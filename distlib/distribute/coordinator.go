@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"godist/distlib/cell"
+	"godist/distlib/cluster"
 	"godist/distlib/data"
 	"godist/distlib/psched"
 	"godist/distlib/tensor"
@@ -691,7 +692,7 @@ func (w *psWorker) connect() bool {
 		err := error(nil)
 		for i, addr := range s.psAddrs {
 			if clients[i], err = transport.DialPS(addr, transport.PSClientOptions{Token: s.token,
-				Caller: max(0, s.callerBase) + w.index, Timeout: s.timeout}); err != nil {
+				Caller: max(0, s.callerBase) + w.index, Timeout: s.timeout, NoSharedMemory: cluster.NoSharedMemoryFromEnv()}); err != nil {
 				break
 			}
 			ctx, cancel := context.WithTimeout(w.c.ctx, s.timeout)

@@ -183,7 +183,8 @@ func ServeWorker(r cluster.Resolver, lis net.Listener, opts ...PSOption) (*Worke
 	me := spec.Rank(cluster.Task{Type: cluster.Worker, Index: r.TaskID()})
 	t := &WorkerTask{task: r.TaskID()}
 	for i, addr := range spec.JobTasks(cluster.PS) {
-		c, err := transport.DialPS(addr, transport.PSClientOptions{Token: o.token, Caller: max(0, me), Timeout: o.timeout})
+		c, err := transport.DialPS(addr, transport.PSClientOptions{Token: o.token, Caller: max(0, me), Timeout: o.timeout,
+			NoSharedMemory: cluster.NoSharedMemoryFromEnv()})
 		if err != nil {
 			t.Close()
 			return nil, fmt.Errorf("distribute: worker %d: ps %d: %w", r.TaskID(), i, err)

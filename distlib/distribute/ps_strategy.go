@@ -187,7 +187,8 @@ func newParameterServerStrategy(r cluster.Resolver, opts []PSOption) (*Parameter
 			s.Close()
 			return nil, fmt.Errorf("%w: %v", ErrCluster, err)
 		}
-		c, err := transport.DialPS(addr, transport.PSClientOptions{Token: o.token, Caller: s.coordRank, Timeout: o.timeout})
+		c, err := transport.DialPS(addr, transport.PSClientOptions{Token: o.token, Caller: s.coordRank, Timeout: o.timeout,
+			NoSharedMemory: cluster.NoSharedMemoryFromEnv()})
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("distribute: ps %d: %w", i, err)
@@ -370,7 +371,8 @@ func ServeParameterServer(r cluster.Resolver, lis net.Listener, opts ...PSOption
 			return nil, fmt.Errorf("distribute: ps %d: listen on port %s: %w", r.TaskID(), port, err)
 		}
 	}
-	srv, err := transport.NewPSServer(lis, transport.PSServerOptions{Token: o.token, Task: r.TaskID()})
+	srv, err := transport.NewPSServer(lis, transport.PSServerOptions{Token: o.token, Task: r.TaskID(),
+		NoSharedMemory: cluster.NoSharedMemoryFromEnv()})
 	if err != nil {
 		lis.Close()
 		return nil, fmt.Errorf("distribute: ps %d: %w", r.TaskID(), err)

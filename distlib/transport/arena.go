@@ -67,6 +67,14 @@ func (a *arena) size() int { return len(a.mem) }
 
 // Alloc returns n zeroed float32s of the region; an empty non-nil slice for n == 0.
 func (a *arena) Alloc(n int) ([]float32, error) {
+	b, err := a.allocDirty(n)
+	clear(b)
+	return b, err
+}
+
+// allocDirty is Alloc without the zeroing: the slice holds what the region held (for a
+// buffer the caller writes whole before anyone reads it).
+func (a *arena) allocDirty(n int) ([]float32, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("transport: shared memory: allocation of %d float32s: negative size", n)
 	}
@@ -101,9 +109,7 @@ func (a *arena) Alloc(n int) ([]float32, error) {
 		a.free[i] = span{off + need, a.free[i].n - need}
 	}
 	a.used[off] = n
-	b := a.mem[off : off+n : off+n]
-	clear(b)
-	return b, nil
+	return a.mem[off : off+n : off+n], nil
 }
 
 func (a *arena) noRoom(n int, cause error) error {

@@ -20,11 +20,19 @@ type PSClientOptions struct {
 	Caller int
 	// Timeout bounds every call whose context has no deadline (default 30 s).
 	Timeout time.Duration
+	// NoSharedMemory makes the client send every value in its messages. By default a
+	// client on the ps's host moves large values (Update, UpdateRead and ReadInto of at
+	// least 1024 float32s) through a region of shared memory it offers the ps at its first
+	// such call (a sparse file in /dev/shm, removed once offered); a ps on another host,
+	// or one that cannot map it, gets payloads.
+	NoSharedMemory bool
 }
 
 // PSClient calls one parameter server's variable store.
 type PSClient struct {
 	taskClient
+	caller int
+	shm    psShmClient
 }
 
 // DialPS returns a client of the ps at addr ("host:port"). It connects lazily; WaitReady
@@ -33,7 +41,8 @@ func DialPS(addr string, opts PSClientOptions) (*PSClient, error) {
 	if opts.Timeout <= 0 {
 		opts.Timeout = 30 * time.Second
 	}
-	c := &PSClient{}
+	c := &PSClient{caller: opts.Caller}
+	c.shm.no = opts.NoSharedMemory
 	if err := c.init(addr, psServiceName, "ps", ErrPSUnavailable, opts.Token, opts.Caller, opts.Timeout, "ps client", "PSClientOptions"); err != nil {
 		return nil, err
 	}
@@ -44,7 +53,10 @@ func DialPS(addr string, opts PSClientOptions) (*PSClient, error) {
 func (c *PSClient) Addr() string { return c.addr }
 
 // Close closes the connection; calls in flight and later calls fail with ErrPSUnavailable.
-func (c *PSClient) Close() error { return c.close() }
+func (c *PSClient) Close() error {
+	c.closeShm()
+	return c.close()
+}
 
 // WaitReady waits until the server answers or ctx ends.
 func (c *PSClient) WaitReady(ctx context.Context) error {
@@ -103,6 +115,16 @@ func (c *PSClient) Gather(ctx context.Context, key string, rows []int) ([]float3
 // Update applies u to variable key. It reports false when the server had already applied
 // an update with u.ID (a retried step), in which case nothing changed.
 func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bool, err error) {
+	if r := c.region(ctx, len(u.Value)); r != nil {
+		done, err := c.invokeShm(ctx, r, "UpdateShm", key, &u, 0, func(_ *shmCall, d *psDecoder) error {
+			applied = d.u8() == 1
+			return nil
+		})
+		c.release(r)
+		if done {
+			return applied, err
+		}
+	}
 	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
 	if err := encodeUpdate(&e, u); err != nil {
 		return false, fmt.Errorf("%w (variable %q)", err, key)
@@ -122,6 +144,24 @@ func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bo
 // value is written into dst when dst has the variable's size, else into a new slice.
 // When the server had already applied u.ID, applied is false and value is the current one.
 func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []float32) (applied bool, value []float32, err error) {
+	n := len(dst)
+	if n == 0 && u.Rows == nil {
+		n = len(u.Value) // the variable's size
+	}
+	if r := c.region(ctx, max(len(u.Value), n)); r != nil {
+		done, err := c.invokeShm(ctx, r, "UpdateReadShm", key, &u, n, func(call *shmCall, d *psDecoder) error {
+			applied = d.u8() == 1
+			value = call.readAnswer(d, dst)
+			return nil
+		})
+		c.release(r)
+		if done {
+			if err != nil {
+				return false, nil, err
+			}
+			return applied, value, nil
+		}
+	}
 	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
 	if err := encodeUpdate(&e, u); err != nil {
 		return false, nil, fmt.Errorf("%w (variable %q)", err, key)
@@ -142,6 +182,20 @@ func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []f
 // ReadInto is Read that writes the value into dst when dst has the variable's size
 // (else into a new slice), and returns the value without the shape.
 func (c *PSClient) ReadInto(ctx context.Context, key string, dst []float32) ([]float32, error) {
+	if r := c.region(ctx, len(dst)); r != nil {
+		var data []float32
+		done, err := c.invokeShm(ctx, r, "ReadShm", key, nil, len(dst), func(call *shmCall, d *psDecoder) error {
+			data = call.readAnswer(d, dst)
+			return nil
+		})
+		c.release(r)
+		if done {
+			if err != nil {
+				return nil, err
+			}
+			return data, nil
+		}
+	}
 	b, err := c.invoke(ctx, "Read", key, nil, false)
 	if err != nil {
 		return nil, err
@@ -189,7 +243,7 @@ func (c *PSClient) Stats(ctx context.Context) (PSStats, error) {
 	}
 	d := psDecoder{b: b}
 	st := PSStats{Variables: int(d.u64()), Applied: int64(d.u64()), Duplicates: int64(d.u64()), Reads: int64(d.u64()),
-		BytesIn: int64(d.u64()), BytesOut: int64(d.u64())}
+		BytesIn: int64(d.u64()), BytesOut: int64(d.u64()), SharedIn: int64(d.u64()), SharedOut: int64(d.u64())}
 	return st, d.done()
 }
 

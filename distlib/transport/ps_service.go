@@ -90,6 +90,8 @@ type PSStats struct {
 	Reads      int64 // Read and Gather calls
 	BytesIn    int64 // request payload bytes received (keys included)
 	BytesOut   int64 // answer payload bytes sent
+	SharedIn   int64 // value bytes co-located clients sent through shared memory
+	SharedOut  int64 // value bytes written into co-located clients' shared memory
 }
 
 type psVar struct {
@@ -108,6 +110,9 @@ type PSServerOptions struct {
 	Token string
 	// Task is this ps task's index, used in messages.
 	Task int
+	// NoSharedMemory makes the server refuse the shared memory of co-located clients, which
+	// then send every value in their messages (see PSClientOptions.NoSharedMemory).
+	NoSharedMemory bool
 }
 
 // PSServer is a parameter-server task's variable store served over gRPC.
@@ -118,7 +123,9 @@ type PSServer struct {
 	mu   sync.RWMutex
 	vars map[string]*psVar
 
-	applied, dups, reads, bytesIn, bytesOut atomic.Int64
+	shm psShmServer
+
+	applied, dups, reads, bytesIn, bytesOut, sharedIn, sharedOut atomic.Int64
 }
 
 // NewPSServer serves a variable store on lis (which it closes on Close).
@@ -130,6 +137,7 @@ func NewPSServer(lis net.Listener, opts PSServerOptions) (*PSServer, error) {
 		return nil, errors.New("transport: ps: empty cluster token: set GODIST_CLUSTER_TOKEN (the same on every task) or PSServerOptions.Token")
 	}
 	s := &PSServer{task: opts.Task, vars: map[string]*psVar{}}
+	s.shm = psShmServer{no: opts.NoSharedMemory, regions: map[psRegionKey]*psRegion{}}
 	s.ts.start(lis, opts.Token, opts.Task, &psServiceDesc, s)
 	return s, nil
 }
@@ -140,6 +148,7 @@ func (s *PSServer) Addr() net.Addr { return s.ts.lis.Addr() }
 // Close stops serving at once, cutting open connections (a ps task going away).
 func (s *PSServer) Close() error {
 	s.ts.close()
+	s.closeShm()
 	return nil
 }
 
@@ -149,7 +158,7 @@ func (s *PSServer) Stats() PSStats {
 	n := len(s.vars)
 	s.mu.RUnlock()
 	return PSStats{Variables: n, Applied: s.applied.Load(), Duplicates: s.dups.Load(), Reads: s.reads.Load(),
-		BytesIn: s.bytesIn.Load(), BytesOut: s.bytesOut.Load()}
+		BytesIn: s.bytesIn.Load(), BytesOut: s.bytesOut.Load(), SharedIn: s.sharedIn.Load(), SharedOut: s.sharedOut.Load()}
 }
 
 func (s *PSServer) get(key string) (*psVar, error) {
@@ -353,12 +362,24 @@ func (s *PSServer) stats() ([]byte, error) {
 	e.u64(uint64(st.Reads))
 	e.u64(uint64(st.BytesIn))
 	e.u64(uint64(st.BytesOut))
+	e.u64(uint64(st.SharedIn))
+	e.u64(uint64(st.SharedOut))
 	return e.b, nil
 }
 
 // encodeUpdate appends u; an UpdateOptimizer carries its rule's encoding, checked here
 // (the caller hears of a bad rule before anything is sent).
 func encodeUpdate(e *psEncoder, u Update) error {
+	if err := encodeUpdateHead(e, u); err != nil {
+		return err
+	}
+	e.floats(u.Value)
+	return nil
+}
+
+// encodeUpdateHead appends u without its value (which a call through shared memory places
+// in the caller's region).
+func encodeUpdateHead(e *psEncoder, u Update) error {
 	e.u64(u.ID.Step)
 	e.u32(u.ID.Op)
 	e.u8(uint8(u.Kind))
@@ -372,12 +393,18 @@ func encodeUpdate(e *psEncoder, u Update) error {
 	if u.Rows != nil {
 		e.ints(u.Rows)
 	}
-	e.floats(u.Value)
 	return nil
 }
 
 // decodeUpdate reads what encodeUpdate wrote; a bad rule sets d.err.
 func decodeUpdate(d *psDecoder) Update {
+	u := decodeUpdateHead(d)
+	u.Value = d.floats()
+	return u
+}
+
+// decodeUpdateHead reads what encodeUpdateHead wrote.
+func decodeUpdateHead(d *psDecoder) Update {
 	var u Update
 	u.ID.Step = d.u64()
 	u.ID.Op = d.u32()
@@ -392,7 +419,6 @@ func decodeUpdate(d *psDecoder) Update {
 	if d.u8() == 1 {
 		u.Rows = d.ints()
 	}
-	u.Value = d.floats()
 	return u
 }
 
@@ -498,6 +524,11 @@ var psServiceDesc = grpc.ServiceDesc{
 		psMethod("Gather", (*PSServer).gather),
 		psMethod("Update", (*PSServer).update),
 		psMethod("UpdateRead", (*PSServer).updateRead),
+		psMethod("UpdateShm", (*PSServer).updateShm),
+		psMethod("UpdateReadShm", (*PSServer).updateReadShm),
+		psMethod("ReadShm", (*PSServer).readShm),
+		psMethod("AttachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.attachShm(d) }),
+		psMethod("DetachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.detachShm(d) }),
 		psMethod("Forget", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.forget(d) }),
 		psMethod("List", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.list() }),
 		psMethod("Stats", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.stats() }),

@@ -18,12 +18,13 @@ const (
 )
 
 // shmFile is a mapped region: this rank's own (read-write, with its arena and open file)
-// or a peer's (read-only).
+// or a peer's (read-only, or read-write for a parameter server's co-located clients).
 type shmFile struct {
 	path     string
 	nonce    [32]byte
 	fd       int
 	own      bool
+	writable bool // a peer's region mapped read-write
 	unlinked bool
 	data     []byte    // the whole mapping, header included
 	floats   []float32 // the region after the header

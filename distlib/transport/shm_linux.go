@@ -65,10 +65,24 @@ func mapOwn(rank, size int) (*shmFile, error) {
 // nonce the peer offered: only then is it the peer's memory (a file of the same name on
 // another host or in another container fails the check).
 func mapPeer(path string, rank int, nonce []byte) (*shmFile, error) {
+	return mapPeerMode(path, rank, nonce, false)
+}
+
+// mapPeerWritable is mapPeer mapping the region read-write (a parameter server writes the
+// values a co-located client reads into the client's region).
+func mapPeerWritable(path string, rank int, nonce []byte) (*shmFile, error) {
+	return mapPeerMode(path, rank, nonce, true)
+}
+
+func mapPeerMode(path string, rank int, nonce []byte, writable bool) (*shmFile, error) {
 	if filepath.Dir(path) != shmDir || !strings.HasPrefix(filepath.Base(path), shmPrefix) {
 		return nil, fmt.Errorf("transport: shared memory: rank %d offered %q, not a godist file in %s", rank, path, shmDir)
 	}
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
+	flags, prot := unix.O_RDONLY, unix.PROT_READ
+	if writable {
+		flags, prot = unix.O_RDWR, unix.PROT_READ|unix.PROT_WRITE
+	}
+	fd, err := unix.Open(path, flags|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
@@ -80,7 +94,7 @@ func mapPeer(path string, rank int, nonce []byte) (*shmFile, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Size < shmHeader {
 		return nil, fmt.Errorf("transport: shared memory: %s of rank %d is not a region", path, rank)
 	}
-	data, err := unix.Mmap(fd, 0, int(st.Size), unix.PROT_READ, unix.MAP_SHARED)
+	data, err := unix.Mmap(fd, 0, int(st.Size), prot, unix.MAP_SHARED)
 	if err != nil {
 		return nil, &os.PathError{Op: "mmap", Path: path, Err: err}
 	}
@@ -90,7 +104,7 @@ func mapPeer(path string, rank int, nonce []byte) (*shmFile, error) {
 		_ = unix.Munmap(data)
 		return nil, fmt.Errorf("transport: shared memory: %s does not hold rank %d's region (another host or container?)", path, rank)
 	}
-	return &shmFile{path: path, fd: -1, data: data, floats: floatsOf(data[shmHeader:])}, nil
+	return &shmFile{path: path, fd: -1, writable: writable, data: data, floats: floatsOf(data[shmHeader:])}, nil
 }
 
 func floatsOf(b []byte) []float32 {
@@ -121,7 +135,7 @@ func (f *shmFile) retire() error {
 	err := f.unlink()
 	if len(f.data) > 0 {
 		prot := unix.PROT_READ
-		if f.own {
+		if f.own || f.writable {
 			prot |= unix.PROT_WRITE
 		}
 		if _, e := unix.MmapPtr(-1, 0, unsafe.Pointer(unsafe.SliceData(f.data)), uintptr(len(f.data)), prot,

@@ -18,3 +18,5 @@ func (f *shmFile) unlink() error { return nil }
 func (f *shmFile) close() error { return nil }
 
 func (f *shmFile) retire() error { return nil }
+
+func mapPeerWritable(path string, rank int, nonce []byte) (*shmFile, error) { return nil, errNoShm }
