@@ -12,6 +12,10 @@
 // Every epoch of StepsPerEpoch(steps) is one timed window; the chief prints one JSON line
 // with the global samples/s of every window and the CPU other processes used meanwhile
 // (in cores), as shared/peers/ddp_throughput.py does.
+//
+// GODIST_BENCH_MW_STEPTIMES=1 makes every worker print the percentiles of its step times in
+// the timed windows (what workers in lockstep wait for); set to a path P, each worker also
+// writes all its step times (ms, warm-up included) to P.<worker>.
 package main
 
 import (
@@ -24,6 +28,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"runtime/trace"
+	"slices"
 	"strings"
 	"time"
 
@@ -38,8 +43,9 @@ import (
 
 const taskEnv = "GODIST_BENCH_MW_TASK"
 
-// profEnv names a directory: when set, every worker writes a CPU profile, block and mutex
-// profiles and a runtime/trace of its run there (wN of M.cpu, .block, .mutex, .trace).
+// profEnv names a directory: when set, every worker writes a CPU profile, block, mutex and
+// allocation profiles and a runtime/trace of its run there (wNofM.cpu, .block, .mutex,
+// .allocs, .trace).
 const profEnv = "GODIST_BENCH_MW_PROFILE"
 
 func main() {
@@ -103,8 +109,17 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 	})
 	var wins []benchwin.Window
 	var tm benchwin.Timer
+	// With GODIST_BENCH_MW_STEPTIMES set, every worker prints the spread of its step times
+	// in the timed epochs (what workers in lockstep wait for).
+	var stepTimes []float64
+	var last time.Time
 	cb := keras.LambdaCallback{
-		OnEpochBegin: func(int, keras.Logs) { tm = benchwin.Start() },
+		OnEpochBegin: func(int, keras.Logs) { tm = benchwin.Start(); last = time.Now() },
+		OnTrainBatchEnd: func(int, keras.Logs) {
+			now := time.Now()
+			stepTimes = append(stepTimes, float64(now.Sub(last).Microseconds())/1000)
+			last = now
+		},
 		OnEpochEnd: func(e int, _ keras.Logs) {
 			wall := tm.Wall()
 			// The CPU of all workers together, to tell what other processes used.
@@ -118,6 +133,15 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		},
 	}
 	h := m.Fit(ds, keras.Epochs(warmup+windows), keras.StepsPerEpoch(steps), keras.Verbose(0), keras.Callbacks(cb))
+	if os.Getenv("GODIST_BENCH_MW_STEPTIMES") != "" {
+		t := slices.Clone(stepTimes[warmup*steps:])
+		slices.Sort(t)
+		q := func(p float64) float64 { return t[int(p*float64(len(t)-1))] }
+		if f := os.Getenv("GODIST_BENCH_MW_STEPTIMES"); f != "1" {
+			_ = os.WriteFile(fmt.Sprintf("%s.%d", f, idx), []byte(fmt.Sprintln(stepTimes)), 0o644)
+		}
+		fmt.Fprintf(os.Stderr, "worker %d of %d: step ms p10 %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f (%d steps)\n", idx, n, q(0.1), q(0.5), q(0.9), q(0.99), t[len(t)-1], len(t))
+	}
 	if !s.ExtendedIsChief() {
 		return nil
 	}
@@ -179,7 +203,7 @@ func startProfiles(dir, prefix string) (stop func(), err error) {
 		pprof.StopCPUProfile()
 		tr.Close()
 		cpu.Close()
-		for _, name := range []string{"block", "mutex"} {
+		for _, name := range []string{"block", "mutex", "allocs"} {
 			if f, err := os.Create(base + "." + name); err == nil {
 				_ = pprof.Lookup(name).WriteTo(f, 0)
 				f.Close()

@@ -176,7 +176,9 @@ func startPSNetnsTask(t *testing.T, ctx context.Context, h *netns.Hosts, host in
 		t.Fatal(err)
 	}
 	cmd := h.Command(ctx, host, exe, "-test.run=^TestPSNetnsHelperProcess$", "-test.v=false")
-	cmd.Env = append(os.Environ(), psNetnsHelperEnv+"="+mode, psNetnsJobsEnv+"="+jobs, "GOMAXPROCS=1")
+	// Network namespaces share /dev/shm, which hosts do not: the workers' values go over
+	// the network, as between hosts.
+	cmd.Env = append(os.Environ(), psNetnsHelperEnv+"="+mode, psNetnsJobsEnv+"="+jobs, "GOMAXPROCS=1", cluster.SharedMemoryEnv+"=0")
 	task := &psNetnsTask{name: fmt.Sprintf("%s on %s", mode, h.Addr(host)), lines: make(chan string, 16),
 		stderr: &strings.Builder{}, done: make(chan error, 1)}
 	stdout, err := cmd.StdoutPipe()
