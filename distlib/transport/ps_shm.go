@@ -159,6 +159,18 @@ func (c *PSClient) drop(r *psRegion) {
 	s.mu.Unlock()
 }
 
+// abandon retires r after a call through it failed without an answer (a timeout, a
+// broken connection): the ps may still be reading the call's value or writing its answer
+// into the call's buffers, so they are never handed out again. No new call uses r (the
+// next large call offers a new region); r is unmapped here when its last call ends, and
+// the ps is asked to unmap it once its own calls through it have ended.
+func (c *PSClient) abandon(r *psRegion) {
+	c.drop(r)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_, _ = c.invoke(ctx, "DetachShm", "", r.key[:], false)
+	cancel()
+}
+
 // closeShm tells the ps to unmap the region (best effort: a ps that is gone has nothing
 // to unmap) and closes it once no call uses it.
 func (c *PSClient) closeShm() {
@@ -273,22 +285,25 @@ func (c *PSClient) invokeShm(ctx context.Context, r *psRegion, method, key strin
 	if !ok {
 		return false, nil
 	}
-	defer call.free()
 	e := psEncoder{b: make([]byte, 0, 160+8*len(keyRows(u)))}
 	call.encode(&e)
 	if u != nil {
 		if err := encodeUpdateHead(&e, *u); err != nil {
+			call.free()
 			return true, fmt.Errorf("%w (variable %q)", err, key)
 		}
 	}
 	b, err := c.invoke(ctx, method, key, e.b, false)
 	if isUnknownRegion(err) {
+		call.free()
 		c.drop(r)
 		return false, nil
 	}
 	if err != nil {
+		c.abandon(r)
 		return true, err
 	}
+	defer call.free()
 	d := psDecoder{b: b}
 	if err := read(&call, &d); err != nil {
 		return true, err

@@ -415,3 +415,53 @@ func TestPSSharedMemoryTwoProcesses(t *testing.T) {
 		t.Fatalf("after the restart: %d bytes through shared memory, want %d (a new region)", got, 4*n)
 	}
 }
+
+// A call that fails without an answer (here: its context ended before it was sent; in
+// general a timeout while the ps still works on it) leaves its buffers allocated, since the
+// ps may still write into them, and retires the region: the next call offers a new one.
+func TestPSSharedMemoryAbandonedCall(t *testing.T) {
+	needShm(t)
+	leakcheck.Check(t)
+	ctx := testCtx(t)
+	s := startPSWith(t, PSServerOptions{Token: "tok"})
+	c := dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: 6})
+	const n = 2048
+	if err := c.Create(ctx, "v", []int{n}, make([]float32, n), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadInto(ctx, "v", make([]float32, n)); err != nil {
+		t.Fatal(err)
+	}
+	c.shm.mu.Lock()
+	old := c.shm.cur
+	old.refs++ // keep it mapped to look at it
+	c.shm.mu.Unlock()
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, _, err := c.UpdateRead(done, "v", Update{Kind: UpdateAssign, Value: make([]float32, n)}, make([]float32, n)); err == nil {
+		t.Fatal("UpdateRead with an ended context succeeded")
+	}
+	if allocs, _ := old.f.arena.inUse(); allocs != 2 {
+		t.Errorf("the failed call's region holds %d allocations, want its 2 buffers kept", allocs)
+	}
+	c.shm.mu.Lock()
+	cur, dead := c.shm.cur, old.dead
+	c.shm.mu.Unlock()
+	if cur != nil || !dead {
+		t.Errorf("after the failed call: current region %v, old one dead %v; want none and true", cur, dead)
+	}
+	if s.mappedRegions() != 0 {
+		t.Errorf("the ps still maps %d regions, want the abandoned one unmapped", s.mappedRegions())
+	}
+	val := randFloats(rand.New(rand.NewPCG(7, 8)), n)
+	if _, got, err := c.UpdateRead(ctx, "v", Update{Kind: UpdateAssign, Value: val}, nil); err != nil || !slices.Equal(got, val) {
+		t.Fatalf("the next call: %v", err)
+	}
+	c.shm.mu.Lock()
+	cur = c.shm.cur
+	c.shm.mu.Unlock()
+	if cur == nil || cur == old || s.mappedRegions() != 1 {
+		t.Errorf("the next call did not offer a new region (mapped: %d)", s.mappedRegions())
+	}
+	c.release(old)
+}
