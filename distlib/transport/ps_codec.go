@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"unsafe"
 )
 
@@ -26,6 +27,7 @@ func (e *psEncoder) ints(v []int) {
 }
 
 func (e *psEncoder) floats(v []float32) {
+	e.b = slices.Grow(e.b, 4+4*len(v))
 	e.u32(uint32(len(v)))
 	if nativeLittleEndian {
 		// The wire format is the memory layout: one copy, no per-element encoding.

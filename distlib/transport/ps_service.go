@@ -258,7 +258,13 @@ func (s *PSServer) gather(key string, d *psDecoder) ([]byte, error) {
 }
 
 func (s *PSServer) update(key string, d *psDecoder) ([]byte, error) {
-	u := decodeUpdate(d)
+	return s.push(key, d, decodeUpdate(d), nil)
+}
+
+// push applies u (decoded from d, which must be at its end) to variable key once. With
+// read nil it answers whether it applied u; else it also counts a read and read appends
+// the variable's value right after the update (under the variable's lock).
+func (s *PSServer) push(key string, d *psDecoder, u Update, read func(e *psEncoder, data []float32)) ([]byte, error) {
 	if err := d.done(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -272,7 +278,14 @@ func (s *PSServer) update(key string, d *psDecoder) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []byte{boolByte(applied)}, nil
+	if read == nil {
+		return []byte{boolByte(applied)}, nil
+	}
+	s.reads.Add(1)
+	e := psEncoder{b: make([]byte, 0, 16)} // read grows it for a value in the message
+	e.u8(boolByte(applied))
+	read(&e, v.data)
+	return e.b, nil
 }
 
 // applyOnce applies u to v unless an update with u's ID was applied before; v.mu is held.
@@ -297,25 +310,7 @@ func (s *PSServer) applyOnce(v *psVar, key string, u Update) (applied bool, err 
 // training step's push and the next step's read in one round trip. The value is the
 // variable right after the update (with every update applied before it).
 func (s *PSServer) updateRead(key string, d *psDecoder) ([]byte, error) {
-	u := decodeUpdate(d)
-	if err := d.done(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	v, err := s.get(key)
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	applied, err := s.applyOnce(v, key, u)
-	if err != nil {
-		return nil, err
-	}
-	s.reads.Add(1)
-	e := psEncoder{b: make([]byte, 0, 5+4*len(v.data))}
-	e.u8(boolByte(applied))
-	e.floats(v.data)
-	return e.b, nil
+	return s.push(key, d, decodeUpdate(d), (*psEncoder).floats)
 }
 
 func (s *PSServer) forget(d *psDecoder) ([]byte, error) {

@@ -449,59 +449,30 @@ func (s *PSServer) answerShm(e *psEncoder, data, out []float32) {
 
 // updateShm is update with the value in the caller's region.
 func (s *PSServer) updateShm(key string, d *psDecoder) ([]byte, error) {
-	r, in, _, err := s.shmPlaces(d)
-	if err != nil {
-		return nil, err
-	}
-	defer s.releaseRegion(r)
-	u := decodeUpdateHead(d)
-	if err := d.done(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	u.Value = in
-	s.sharedIn.Add(4 * int64(len(in)))
-	v, err := s.get(key)
-	if err != nil {
-		return nil, err
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	applied, err := s.applyOnce(v, key, u)
-	if err != nil {
-		return nil, err
-	}
-	return []byte{boolByte(applied)}, nil
+	return s.pushShm(key, d, false)
 }
 
 // updateReadShm is updateRead with the value sent and the value read in the caller's
 // region.
 func (s *PSServer) updateReadShm(key string, d *psDecoder) ([]byte, error) {
+	return s.pushShm(key, d, true)
+}
+
+// pushShm is push with the update's value in the caller's region, and with read the
+// value read into its place there.
+func (s *PSServer) pushShm(key string, d *psDecoder, read bool) ([]byte, error) {
 	r, in, out, err := s.shmPlaces(d)
 	if err != nil {
 		return nil, err
 	}
 	defer s.releaseRegion(r)
 	u := decodeUpdateHead(d)
-	if err := d.done(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
 	u.Value = in
 	s.sharedIn.Add(4 * int64(len(in)))
-	v, err := s.get(key)
-	if err != nil {
-		return nil, err
+	if !read {
+		return s.push(key, d, u, nil)
 	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	applied, err := s.applyOnce(v, key, u)
-	if err != nil {
-		return nil, err
-	}
-	s.reads.Add(1)
-	e := psEncoder{b: make([]byte, 0, 16)}
-	e.u8(boolByte(applied))
-	s.answerShm(&e, v.data, out)
-	return e.b, nil
+	return s.push(key, d, u, func(e *psEncoder, data []float32) { s.answerShm(e, data, out) })
 }
 
 // readShm is read (without the shape) with the value in the caller's region.
