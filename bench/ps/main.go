@@ -3,8 +3,10 @@
 // role, each worker with GOMAXPROCS=1), the coordinator is this process. It reports the
 // training throughput with 2 workers against 1 (wall examples per second over timed
 // windows of one long epoch after a warm-up, counted from the ps's applied updates; every
-// worker trains batches of -batch examples and the rate counts all workers' examples) and the bytes each training step moves to and from the ps
-// (the ps's transport counters).
+// worker trains batches of -batch examples and the rate counts all workers' examples) and
+// the bytes each training step moves to and from the ps (the ps's transport counters), in
+// gRPC messages and through the workers' shared memory (GODIST_SHARED_MEMORY=0 sends
+// every value in the messages).
 //
 //	go run ./bench/ps -data ../shared/data/mnist -windows 5 -window 3s [-pipeline=true]
 //
