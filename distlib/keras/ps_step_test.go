@@ -260,7 +260,7 @@ func sameValues(a, b [][]float32) bool {
 // gradients). The bytes are of this whole process, the ps tasks' and the transport's
 // included, the same for both.
 func TestPSTrainKeepsItsBuffers(t *testing.T) {
-	batches := psStepBatches(4, 4)
+	batches := psStepBatches(6, 4)
 	for _, pipeline := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipeline=%v", pipeline), func(t *testing.T) {
 			r := newPSStepRig(t, batches[0][0], 1024, false)
@@ -285,7 +285,7 @@ func TestPSTrainKeepsItsBuffers(t *testing.T) {
 			// The fewest bytes per step over a few rounds (the transport's buffer pools
 			// make some rounds allocate more).
 			perStep := func(ref bool) float64 {
-				const funcs, rounds = 4, 3
+				const funcs, rounds = 3, 3
 				least := math.Inf(1)
 				for range rounds {
 					var before, after runtime.MemStats
@@ -307,12 +307,13 @@ func TestPSTrainKeepsItsBuffers(t *testing.T) {
 			if a := state.addresses(sets); fmt.Sprint(a) != fmt.Sprint(addrs) {
 				t.Errorf("the state's buffers moved: %v, were %v", a, addrs)
 			}
-			// The reference allocates the weights 3 times a step more (the values read,
-			// their copy into the variables, the gradients); the rest, the same for both, is
-			// the transport's (its messages) and the activations. A step that allocated any
-			// one set of buffers anew would save at most about twice the weights.
-			if saved := (ref - got) / float64(paramBytes); saved < 2.5 {
-				t.Errorf("a step allocates %.0f bytes, the reference step %.0f: saves %.2f times the weights' %d bytes, want at least 2.5 (values, their copy and gradients: 3)", got, ref, saved, paramBytes)
+			// The reference allocates the weights about 3 times a step more (the values
+			// read, their copy into the variables, the gradients; measured 2.95 to 3.2); the
+			// rest, the same for both, is the transport's (its messages) and the
+			// activations. A step that allocated one set of buffers anew would save about
+			// twice the weights (2.2 for the values read: a function's last step reads none).
+			if saved := (ref - got) / float64(paramBytes); saved < 2.6 {
+				t.Errorf("a step allocates %.0f bytes, the reference step %.0f: saves %.2f times the weights' %d bytes, want at least 2.6 (values, their copy and gradients: 3)", got, ref, saved, paramBytes)
 			}
 		})
 	}
