@@ -875,7 +875,7 @@ func (w *WorkerContext) ReadAll(vars []*ShardedVariable) ([]*tensor.Tensor, erro
 // tensors, as ReadAll) or has one tensor per variable, of its shape, and the result is
 // dst with the values read. It is how a training loop that keeps its value buffers from
 // step to step reads without allocating; the caller must not use dst's values while the
-// call runs.
+// call runs, and after an error they may be partly written.
 func (w *WorkerContext) ReadAllInto(vars []*ShardedVariable, dst []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	if dst != nil && len(dst) != len(vars) {
 		return nil, fmt.Errorf("distribute: ReadAllInto: %d destinations for %d variables", len(dst), len(vars))
@@ -937,8 +937,9 @@ func (w *WorkerContext) ApplyGradientsAndRead(opt *PSOptimizer, grads []*tensor.
 
 // ApplyGradientsAndReadInto is ApplyGradientsAndRead writing the values read into the
 // caller's tensors: dst is nil (fresh tensors) or has one tensor per variable of read, of
-// its shape, and the result is dst with the values read. The caller must not use dst's
-// values while the call runs.
+// its shape (checked before anything is pushed), and the result is dst with the values
+// read. The caller must not use dst's values while the call runs, and after an error they
+// may be partly written.
 func (w *WorkerContext) ApplyGradientsAndReadInto(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	call, err := w.applyAndRead("ApplyGradientsAndReadInto", opt, grads, vars, read, dst)
 	if err != nil {
@@ -1005,6 +1006,12 @@ func (w *WorkerContext) applyAndReadAsync(op string, opt *PSOptimizer, grads []*
 func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) (func() ([]*tensor.Tensor, error), error) {
 	if dst != nil && len(dst) != len(read) {
 		return nil, fmt.Errorf("distribute: %s: %d destinations for %d variables read", op, len(dst), len(read))
+	}
+	for k, d := range dst {
+		// Checked before anything is pushed, so a bad destination pushes nothing.
+		if d != nil && !sameShape(d.Shape(), read[k].shape) {
+			return nil, fmt.Errorf("distribute: %s: variable %q of shape %v read into a destination of shape %v", op, read[k].name, read[k].shape, d.Shape())
+		}
 	}
 	if opt == nil {
 		return nil, fmt.Errorf("distribute: %s: nil optimizer (use distribute.NewPSSGD or NewPSAdam)", op)
