@@ -229,11 +229,12 @@ type psTrainMode struct {
 
 // psStepState is the memory a scheduled function trains with, kept from function to
 // function (psStatePool): the values the ps answer with are written into its value
-// buffers and the steps compute with them where they lie (through Variable.AsRead of its
-// local variables), and the gradients are computed into its gradient buffers
-// (tape.GradientInto), so a step makes no copy of the weights and no weight-sized
-// garbage. Pipelined, a push reads one set of gradients and writes one set of values
-// while the next step computes with the other sets: two of each, alternating.
+// buffers (the first set is its local variables' own memory) and the steps compute with
+// them where they lie, as reads of its local variables (Variable.AsRead), and the
+// gradients are computed into its gradient buffers (tape.GradientInto), so a step makes
+// no copy of the weights and no weight-sized garbage. Pipelined, a push reads one set of
+// gradients and writes one set of values while the next step computes with the other
+// sets: two of each, alternating.
 type psStepState struct {
 	vars      []*tensor.Variable  // stand-ins for the parameters: the sources the tape differentiates against
 	train     []*tensor.Variable  // the trainable ones
@@ -266,11 +267,14 @@ func (p *psStatePool) get(m *Model) *psStepState {
 	p.mu.Unlock()
 	st := &psStepState{}
 	for _, pi := range m.params {
-		st.vars = append(st.vars, tensor.NewVariable(p.prefix+pi.name, tensor.Zeros(pi.shape...), pi.trainable))
+		v := tensor.NewVariable(p.prefix+pi.name, tensor.Zeros(pi.shape...), pi.trainable)
+		st.vars = append(st.vars, v)
 		st.trainable = append(st.trainable, pi.trainable)
-		st.vals[0] = append(st.vals[0], tensor.Zeros(pi.shape...))
+		// The first value set is the variables' own memory (read with StepValue, never
+		// handed out, and never assigned: only the ps answers write there).
+		st.vals[0] = append(st.vals[0], v.StepValue())
 		if pi.trainable {
-			st.train = append(st.train, st.vars[len(st.vars)-1])
+			st.train = append(st.train, v)
 		}
 	}
 	st.grads[0] = st.gradBuffers()
