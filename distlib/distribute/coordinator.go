@@ -869,9 +869,21 @@ func (w *WorkerContext) ScatterAdd(v *ShardedVariable, rows []int, value *tensor
 // ReadAll reads vars (for a forward pass). The reads go out concurrently: one round trip
 // to the parameter servers for the whole list, not one per variable.
 func (w *WorkerContext) ReadAll(vars []*ShardedVariable) ([]*tensor.Tensor, error) {
+	return w.ReadAllInto(vars, nil)
+}
+
+// ReadAllInto is ReadAll writing the values into the caller's tensors: dst is nil (fresh
+// tensors, as ReadAll) or has one tensor per variable, of its shape, and the result is
+// dst with the values read. It is how a training loop that keeps its value buffers from
+// step to step reads without allocating; the caller must not use dst's values while the
+// call runs, and after an error they may be partly written.
+func (w *WorkerContext) ReadAllInto(vars []*ShardedVariable, dst []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	if dst != nil && len(dst) != len(vars) {
+		return nil, fmt.Errorf("distribute: ReadAllInto: %d destinations for %d variables", len(dst), len(vars))
+	}
 	out := make([]*tensor.Tensor, len(vars))
 	err := parallel(len(vars), func(i int) error {
-		t, err := vars[i].read(w.a)
+		t, err := vars[i].readInto(w.a, dstAt(dst, i))
 		out[i] = t
 		return err
 	})
@@ -879,6 +891,14 @@ func (w *WorkerContext) ReadAll(vars []*ShardedVariable) ([]*tensor.Tensor, erro
 		return nil, err
 	}
 	return out, nil
+}
+
+// dstAt returns dst[i], or nil when there is no dst.
+func dstAt(dst []*tensor.Tensor, i int) *tensor.Tensor {
+	if dst == nil {
+		return nil
+	}
+	return dst[i]
 }
 
 // ApplyGradients pushes grads[i] for vars[i]; opt's rule updates the variables on the
@@ -909,7 +929,20 @@ func (w *WorkerContext) ApplyGradients(opt *PSOptimizer, grads []*tensor.Tensor,
 // others are pushed or read concurrently. It is how a training step pushes its gradients
 // and reads the variables for its next batch; the update ids are ApplyGradients's.
 func (w *WorkerContext) ApplyGradientsAndRead(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable) ([]*tensor.Tensor, error) {
-	call, err := w.applyAndRead("ApplyGradientsAndRead", opt, grads, vars, read)
+	call, err := w.applyAndRead("ApplyGradientsAndRead", opt, grads, vars, read, nil)
+	if err != nil {
+		return nil, err
+	}
+	return call()
+}
+
+// ApplyGradientsAndReadInto is ApplyGradientsAndRead writing the values read into the
+// caller's tensors: dst is nil (fresh tensors) or has one tensor per variable of read, of
+// its shape (checked before anything is pushed), and the result is dst with the values
+// read. The caller must not use dst's values while the call runs, and after an error they
+// may be partly written.
+func (w *WorkerContext) ApplyGradientsAndReadInto(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) ([]*tensor.Tensor, error) {
+	call, err := w.applyAndRead("ApplyGradientsAndReadInto", opt, grads, vars, read, dst)
 	if err != nil {
 		return nil, err
 	}
@@ -938,8 +971,22 @@ func (p *PendingPush) Wait() ([]*tensor.Tensor, error) {
 // part of its result: exactly-once holds only for pushes that finished). Keep at most
 // one in flight per scheduled function to bound staleness to one step.
 func (w *WorkerContext) ApplyGradientsAndReadAsync(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable) *PendingPush {
+	return w.applyAndReadAsync("ApplyGradientsAndReadAsync", opt, grads, vars, read, nil)
+}
+
+// ApplyGradientsAndReadAsyncInto is ApplyGradientsAndReadAsync writing the values read
+// into dst, as ApplyGradientsAndReadInto does: p.Wait returns dst. Until p.Wait has
+// returned, the push reads grads and writes dst: the caller must leave the gradients as
+// they are and not use dst's values (a pipelined loop keeps two sets of each and
+// alternates).
+func (w *WorkerContext) ApplyGradientsAndReadAsyncInto(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) *PendingPush {
+	return w.applyAndReadAsync("ApplyGradientsAndReadAsyncInto", opt, grads, vars, read, dst)
+}
+
+// applyAndReadAsync runs applyAndRead's call in the background (op names the method).
+func (w *WorkerContext) applyAndReadAsync(op string, opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) *PendingPush {
 	p := &PendingPush{done: make(chan struct{})}
-	call, err := w.applyAndRead("ApplyGradientsAndReadAsync", opt, grads, vars, read)
+	call, err := w.applyAndRead(op, opt, grads, vars, read, dst)
 	if err != nil {
 		p.err = err
 		close(p.done)
@@ -957,7 +1004,16 @@ func (w *WorkerContext) ApplyGradientsAndReadAsync(opt *PSOptimizer, grads []*te
 
 // applyAndRead checks the arguments of ApplyGradientsAndRead, takes the update ids and
 // returns the call that sends the pushes and reads.
-func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable) (func() ([]*tensor.Tensor, error), error) {
+func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable, dst []*tensor.Tensor) (func() ([]*tensor.Tensor, error), error) {
+	if dst != nil && len(dst) != len(read) {
+		return nil, fmt.Errorf("distribute: %s: %d destinations for %d variables read", op, len(dst), len(read))
+	}
+	for k, d := range dst {
+		// Checked before anything is pushed, so a bad destination pushes nothing.
+		if d != nil && !sameShape(d.Shape(), read[k].shape) {
+			return nil, fmt.Errorf("distribute: %s: variable %q of shape %v read into a destination of shape %v", op, read[k].name, read[k].shape, d.Shape())
+		}
+	}
 	if opt == nil {
 		return nil, fmt.Errorf("distribute: %s: nil optimizer (use distribute.NewPSSGD or NewPSAdam)", op)
 	}
@@ -995,9 +1051,9 @@ func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tenso
 			}
 			var err error
 			if i, ok := pushed[read[k]]; ok && firstRead[k] {
-				out[k], err = read[k].updateRead(a, ids[i], opt.kind, opt.rule, grads[i])
+				out[k], err = read[k].updateRead(a, ids[i], opt.kind, opt.rule, grads[i], dstAt(dst, k))
 			} else {
-				out[k], err = read[k].read(a)
+				out[k], err = read[k].readInto(a, dstAt(dst, k))
 			}
 			return err
 		})

@@ -97,17 +97,56 @@ func (v *ShardedVariable) fail(a access, task int, op string, err error) error {
 	return fmt.Errorf("distribute: %s variable %q: %w", op, v.name, err)
 }
 
-func (v *ShardedVariable) read(a access) (*tensor.Tensor, error) {
-	out := make([]float32, v.size())
+func (v *ShardedVariable) read(a access) (*tensor.Tensor, error) { return v.readInto(a, nil) }
+
+// readInto is read writing the values into dst when it is not nil (a tensor of the
+// variable's shape, returned), else into a fresh tensor.
+func (v *ShardedVariable) readInto(a access, dst *tensor.Tensor) (*tensor.Tensor, error) {
+	out, err := v.dstData("read", dst)
+	if err != nil {
+		return nil, err
+	}
 	for _, sh := range v.shards {
 		part := v.shardPart(out, sh)
 		got, err := a.clients[sh.task].ReadInto(a.ctx, sh.key, part)
-		if err == nil && len(got) != len(part) {
-			err = fmt.Errorf("shard %q holds %d values, want %d", sh.key, len(got), len(part))
+		if err == nil {
+			err = v.landed(sh, got, part)
 		}
 		if err != nil {
 			return nil, v.fail(a, sh.task, "read", err)
 		}
+	}
+	return v.result(dst, out)
+}
+
+// dstData returns the memory a read writes into: dst's (checked against the variable's
+// shape) or, for a nil dst, fresh memory.
+func (v *ShardedVariable) dstData(op string, dst *tensor.Tensor) ([]float32, error) {
+	if dst == nil {
+		return make([]float32, v.size()), nil
+	}
+	if !sameShape(dst.Shape(), v.shape) {
+		return nil, fmt.Errorf("distribute: %s variable %q of shape %v into a destination of shape %v", op, v.name, v.shape, dst.Shape())
+	}
+	return dst.Data(), nil
+}
+
+// landed checks that a shard's answer got is the whole of part; when the transport
+// answered in memory of its own (not part), it copies it there.
+func (v *ShardedVariable) landed(sh shard, got, part []float32) error {
+	if len(got) != len(part) {
+		return fmt.Errorf("shard %q holds %d values, want %d", sh.key, len(got), len(part))
+	}
+	if len(part) > 0 && &got[0] != &part[0] {
+		copy(part, got)
+	}
+	return nil
+}
+
+// result returns the values read: dst itself, or a new tensor on out.
+func (v *ShardedVariable) result(dst *tensor.Tensor, out []float32) (*tensor.Tensor, error) {
+	if dst != nil {
+		return dst, nil
 	}
 	return tensor.New(v.shape, out)
 }
@@ -154,24 +193,28 @@ func (v *ShardedVariable) updateID(a access, id transport.UpdateID, kind transpo
 }
 
 // updateRead is updateID followed by a read of the variable, each shard in one round
-// trip: the value is the variable right after the update.
-func (v *ShardedVariable) updateRead(a access, id transport.UpdateID, kind transport.UpdateKind, rule transport.Rule, value *tensor.Tensor) (*tensor.Tensor, error) {
+// trip: the value is the variable right after the update. It is written into dst when dst
+// is not nil (a tensor of the variable's shape, returned), else into a fresh tensor.
+func (v *ShardedVariable) updateRead(a access, id transport.UpdateID, kind transport.UpdateKind, rule transport.Rule, value, dst *tensor.Tensor) (*tensor.Tensor, error) {
 	if err := v.checkValue(kind, value); err != nil {
 		return nil, err
 	}
+	out, err := v.dstData(kind.String(), dst)
+	if err != nil {
+		return nil, err
+	}
 	data := value.Data()
-	out := make([]float32, v.size())
 	for _, sh := range v.shards {
 		part := v.shardPart(out, sh)
 		_, got, err := a.clients[sh.task].UpdateRead(a.ctx, sh.key, transport.Update{ID: id, Kind: kind, Rule: rule, Value: v.shardPart(data, sh)}, part)
-		if err == nil && len(got) != len(part) {
-			err = fmt.Errorf("shard %q holds %d values, want %d", sh.key, len(got), len(part))
+		if err == nil {
+			err = v.landed(sh, got, part)
 		}
 		if err != nil {
 			return nil, v.fail(a, sh.task, kind.String(), err)
 		}
 	}
-	return tensor.New(v.shape, out)
+	return v.result(dst, out)
 }
 
 func (v *ShardedVariable) checkValue(kind transport.UpdateKind, value *tensor.Tensor) error {

@@ -28,9 +28,11 @@ type Model struct {
 	interrupted bool // the last Fit stopped because its context was done
 
 	// Under a ParameterServerStrategy (ps_fit.go, ps_remote.go): the model's variables on
-	// the ps, and in a worker task the values its last pipelined step read.
-	ps      *psModel
-	psCache psWorkerCache
+	// the ps, and in a worker task the values its last pipelined step read and the
+	// memory its training steps use.
+	ps       *psModel
+	psCache  psWorkerCache
+	psStates psStatePool
 
 	name     string
 	layers   []layers.Layer

@@ -118,16 +118,6 @@ func (m *Model) syncFromPS() {
 	}
 }
 
-// forwardWith runs the layers with the given variables (one per parameter).
-func (m *Model) forwardWith(vars []*tensor.Variable, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
-	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
-		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
-	}
-	return m.applyLayers(x, 0, len(m.layers), func(i int) []*tensor.Tensor {
-		return valuesOf(vars[m.paramRange[i][0]:m.paramRange[i][1]])
-	}, training, stepSeed)
-}
-
 // psPull copies the ps values into every copy of the model's variables.
 func (m *Model) psPull(st *psModel) {
 	for i, val := range m.psRead(st) {
@@ -174,36 +164,59 @@ func PSPipeline(on bool) Option {
 }
 
 // psWorkerCache is what a worker keeps between the scheduled functions of one Fit in
-// pipelined mode: the values its last push read.
+// pipelined mode: the values its last push read, in memory of its own (a function
+// copies its values in and out, so that its buffers stay its own: the worker's next
+// function may start while it still waits for its last push).
 type psWorkerCache struct {
 	mu   sync.Mutex
 	fit  uint64
 	step uint64 // the scheduled function that put vals
-	vals []*tensor.Tensor
+	vals [][]float32
 }
 
-func (c *psWorkerCache) get(fit uint64) []*tensor.Tensor {
+// get copies the kept values of Fit fit into dst (one tensor per parameter) and reports
+// whether there were any.
+func (c *psWorkerCache) get(fit uint64, dst []*tensor.Tensor) bool {
 	if c == nil || fit == 0 {
-		return nil
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.fit != fit {
-		return nil
+	if c.fit != fit || len(c.vals) != len(dst) {
+		return false
 	}
-	return c.vals
+	for i, t := range dst {
+		if len(c.vals[i]) != t.Size() {
+			return false
+		}
+	}
+	for i, t := range dst {
+		copy(t.Data(), c.vals[i])
+	}
+	return true
 }
 
-// put keeps vals unless a later scheduled function (by step id) of the same Fit put its own.
+// put keeps a copy of vals unless a later scheduled function (by step id) of the same Fit
+// put its own.
 func (c *psWorkerCache) put(fit, step uint64, vals []*tensor.Tensor) {
 	if c == nil || fit == 0 {
 		return
 	}
 	c.mu.Lock()
-	if c.fit != fit || step >= c.step {
-		c.fit, c.step, c.vals = fit, step, vals
+	defer c.mu.Unlock()
+	if c.fit == fit && step < c.step {
+		return
 	}
-	c.mu.Unlock()
+	c.fit, c.step = fit, step
+	if len(c.vals) != len(vals) {
+		c.vals = make([][]float32, len(vals))
+	}
+	for i, t := range vals {
+		if len(c.vals[i]) != t.Size() {
+			c.vals[i] = make([]float32, t.Size())
+		}
+		copy(c.vals[i], t.Data())
+	}
 }
 
 // psTrainMode is how psTrain runs: pipelined or not, and the Fit it belongs to (0: no
@@ -214,84 +227,202 @@ type psTrainMode struct {
 	cache    *psWorkerCache
 }
 
-// psStep returns the scheduled function that trains on batches (in-process workers).
-func (m *Model) psStep(st *psModel, locals [][]*tensor.Variable, caches []*psWorkerCache, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) distribute.WorkerFunc {
-	return func(w *distribute.WorkerContext) (*tensor.Tensor, error) {
-		md := mode
-		md.cache = caches[w.Worker()]
-		return m.psTrain(w, st.svars, st.train, st.opt, locals[w.Worker()], md, batches, seeds, metrics)
+// psStepState is the memory a scheduled function trains with, kept from function to
+// function (psStatePool): the values the ps answer with are written into its value
+// buffers (the first set is its local variables' own memory) and the steps compute with
+// them where they lie, as reads of its local variables (Variable.AsRead), and the
+// gradients are computed into its gradient buffers (tape.GradientInto), so a step makes
+// no copy of the weights and no weight-sized garbage. Pipelined, a push reads one set of
+// gradients and writes one set of values while the next step computes with the other
+// sets: two of each, alternating.
+type psStepState struct {
+	vars      []*tensor.Variable  // stand-ins for the parameters: the sources the tape differentiates against
+	train     []*tensor.Variable  // the trainable ones
+	trainable []bool              // per parameter, when the state was made
+	vals      [2][]*tensor.Tensor // value buffers, one tensor per parameter ([1] made when pipelined)
+	grads     [2][][]float32      // gradient buffers, one per trainable parameter ([1] made when pipelined)
+}
+
+// psStatePool keeps the step states of a worker (an in-process worker, or a worker
+// task's process) for reuse: a function takes one, and gives it back when it returns.
+// Functions that run at once on one worker (a worker task starts its next function while
+// the last one waits for its push) get different states.
+type psStatePool struct {
+	mu     sync.Mutex
+	prefix string // of the local variables' names
+	free   []*psStepState
+}
+
+// get returns a state for m's parameters as they are now (a kept one when it fits).
+func (p *psStatePool) get(m *Model) *psStepState {
+	p.mu.Lock()
+	for len(p.free) > 0 {
+		st := p.free[len(p.free)-1]
+		p.free = p.free[:len(p.free)-1]
+		if st.fits(m) {
+			p.mu.Unlock()
+			return st
+		}
+	}
+	p.mu.Unlock()
+	st := &psStepState{}
+	for _, pi := range m.params {
+		v := tensor.NewVariable(p.prefix+pi.name, tensor.Zeros(pi.shape...), pi.trainable)
+		st.vars = append(st.vars, v)
+		st.trainable = append(st.trainable, pi.trainable)
+		// The first value set is the variables' own memory (read with StepValue, never
+		// handed out, and never assigned: only the ps answers write there).
+		st.vals[0] = append(st.vals[0], v.StepValue())
+		if pi.trainable {
+			st.train = append(st.train, v)
+		}
+	}
+	st.grads[0] = st.gradBuffers()
+	return st
+}
+
+// put gives st back for a later function.
+func (p *psStatePool) put(st *psStepState) {
+	p.mu.Lock()
+	p.free = append(p.free, st)
+	p.mu.Unlock()
+}
+
+// fits reports whether st was made for m's parameters as they are now (same shapes, same
+// trainable ones: trainability may change between Fits).
+func (st *psStepState) fits(m *Model) bool {
+	if len(st.vars) != len(m.params) {
+		return false
+	}
+	for i, pi := range m.params {
+		if st.trainable[i] != pi.trainable || !sameInts(st.vars[i].Shape(), pi.shape) {
+			return false
+		}
+	}
+	return true
+}
+
+func (st *psStepState) gradBuffers() [][]float32 {
+	out := make([][]float32, len(st.train))
+	for i, v := range st.train {
+		out[i] = make([]float32, v.Size())
+	}
+	return out
+}
+
+// pipelined makes the second sets of buffers.
+func (st *psStepState) pipelined() {
+	if st.vals[1] == nil {
+		for _, v := range st.vars {
+			st.vals[1] = append(st.vals[1], tensor.Zeros(v.Shape()...))
+		}
+		st.grads[1] = st.gradBuffers()
 	}
 }
 
-// psTrain trains on batches on a worker: per batch, set vars to the variables' values
-// (svars, one per parameter), compute the gradients, push them for train (the trainable
-// ones) to the ps tasks; a push answers with the values for a later batch (the variables
-// right after the push). Synchronous (mode.pipeline false): the next batch waits for that
-// answer. Pipelined: the push travels while the next batch computes with the values of
-// the push before (see PSPipeline). It returns the summed loss and metric statistics of
-// the batches.
-func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute.ShardedVariable, opt *distribute.PSOptimizer,
-	vars []*tensor.Variable, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) (*tensor.Tensor, error) {
-	var train []*tensor.Variable
-	for i, v := range vars {
-		if m.params[i].trainable {
-			train = append(train, v)
+// reads returns the step's inputs: vals as reads of the state's variables (no copy).
+func (st *psStepState) reads(vals []*tensor.Tensor) []*tensor.Tensor {
+	out := make([]*tensor.Tensor, len(vals))
+	for i, t := range vals {
+		r, err := st.vars[i].AsRead(t)
+		if err != nil {
+			panic(err) // the buffers were made of the variables' shapes
 		}
+		out[i] = r
+	}
+	return out
+}
+
+// psStep returns the scheduled function that trains on batches (in-process workers).
+func (m *Model) psStep(st *psModel, states []*psStatePool, caches []*psWorkerCache, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) distribute.WorkerFunc {
+	return func(w *distribute.WorkerContext) (*tensor.Tensor, error) {
+		md := mode
+		md.cache = caches[w.Worker()]
+		return m.psTrain(w, st.svars, st.train, st.opt, states[w.Worker()], md, batches, seeds, metrics)
+	}
+}
+
+// psTrain trains on batches on a worker: per batch, compute with the variables' values
+// (svars, one per parameter) and push the gradients for strain (the trainable ones) to
+// the ps tasks; a push answers with the values for a later batch (the variables right
+// after the push). Synchronous (mode.pipeline false): the next batch waits for that
+// answer. Pipelined: the push travels while the next batch computes with the values of
+// the push before (see PSPipeline). The values and gradients live in a state of pool
+// (psStepState). It returns the summed loss and metric statistics of the batches.
+func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute.ShardedVariable, opt *distribute.PSOptimizer,
+	pool *psStatePool, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) (*tensor.Tensor, error) {
+	state := pool.get(m)
+	defer pool.put(state) // after the function's pushes have all answered (every return waits)
+	if mode.pipeline {
+		state.pipelined()
 	}
 	sums := make([]float32, 2+2*len(metrics))
-	var vals []*tensor.Tensor
-	var err error
-	if mode.pipeline {
-		vals = mode.cache.get(mode.fit)
-	}
-	if vals == nil {
-		if vals, err = w.ReadAll(svars); err != nil {
+	// use: the value set the next batch computes with; into: the one the push in flight
+	// writes (pipelined).
+	use, into := 0, 1
+	if !mode.pipeline || !mode.cache.get(mode.fit, state.vals[use]) {
+		if _, err := w.ReadAllInto(svars, state.vals[use]); err != nil {
 			return nil, err
 		}
 	}
 	var pending *distribute.PendingPush
-	for k, el := range batches {
-		for i, v := range vals {
-			vars[i].Assign(v)
+	// wait waits for the push in flight (there is one until it is called).
+	wait := func() error {
+		_, err := pending.Wait()
+		pending = nil
+		return err
+	}
+	defer func() {
+		if pending != nil {
+			pending.Wait() // an error return leaves no push touching the state's buffers
 		}
+	}()
+	for k, el := range batches {
 		x, y := el[0], el[1]
+		vals := state.reads(state.vals[use])
 		tape := tensor.NewGradientTape()
-		pred := m.forwardWith(vars, x, true, seeds[k])
+		pred := m.forwardVals(vals, x, true, seeds[k])
 		perEx := m.loss.PerExample(y, pred)
 		st := m.shardStats(metrics, y, pred, perEx)
-		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(valuesOf(vars)), st, x.Shape()[0])
-		grads := tape.Gradient(loss, train)
+		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(vals), st, x.Shape()[0])
+		// Pipelined, the push of the batch before still reads the other set.
+		g := 0
+		if mode.pipeline {
+			g = k % 2
+		}
+		grads := tape.GradientInto(loss, state.grads[g], state.train)
 		last := k == len(batches)-1
+		var err error
 		switch {
 		case mode.pipeline:
 			// The previous push answered (or answers now) with the values for the next
-			// batch: they miss only this push, which goes out in the background.
+			// batch: they miss only this push, which goes out in the background, writing
+			// the values this batch computed with.
 			if pending != nil {
-				if vals, err = pending.Wait(); err != nil {
+				if err := wait(); err != nil {
 					return nil, err
 				}
-				pending = nil
+				use, into = into, use
 			}
+			pending = w.ApplyGradientsAndReadAsyncInto(opt, grads, strain, svars, state.vals[into])
 			if last {
 				// The worker's next function starts from the values in hand (missing
 				// only this push) while this one waits for its push: a function's
 				// pushes finish before it does.
-				pending = w.ApplyGradientsAndReadAsync(opt, grads, strain, svars)
-				mode.cache.put(mode.fit, w.StepID(), vals)
+				mode.cache.put(mode.fit, w.StepID(), state.vals[use])
 				w.Release()
-				if vals, err = pending.Wait(); err == nil {
+				if err = wait(); err == nil {
 					// Fresher values for the worker's functions that have not started.
-					mode.cache.put(mode.fit, w.StepID(), vals)
+					mode.cache.put(mode.fit, w.StepID(), state.vals[into])
 				}
-			} else {
-				pending = w.ApplyGradientsAndReadAsync(opt, grads, strain, svars)
 			}
 		case last:
 			err = w.ApplyGradients(opt, grads, strain)
 		default:
 			// The push answers with the variables for the next batch (read right after
-			// this step's updates): one round trip per step instead of two.
-			vals, err = w.ApplyGradientsAndRead(opt, grads, strain, svars)
+			// this step's updates) into the values this batch computed with (done with
+			// them): one round trip per step instead of two.
+			_, err = w.ApplyGradientsAndReadInto(opt, grads, strain, svars, state.vals[use])
 		}
 		if err != nil {
 			return nil, err
@@ -318,7 +449,7 @@ type psTrainer struct {
 	spe     int
 	mode    psTrainMode
 	st      *psModel
-	locals  [][]*tensor.Variable // one set of local variables per worker: the values it read
+	states  []*psStatePool // per worker: the memory its functions train with
 	caches  []*psWorkerCache
 	coord   *distribute.ClusterCoordinator
 	metrics []*Metric
@@ -353,11 +484,9 @@ func (e *psTrainer) begin(ctx context.Context, cfg *runConfig, ds *data.Dataset)
 		return fmt.Errorf("keras: Fit: %w", err)
 	}
 	e.st = st
-	e.locals = make([][]*tensor.Variable, s.NumWorkers())
-	for w := range e.locals {
-		for i, v := range m.variables(0, false) {
-			e.locals[w] = append(e.locals[w], tensor.NewVariable(fmt.Sprintf("worker%d/%s", w, m.params[i].name), v.Value(), m.params[i].trainable))
-		}
+	e.states = make([]*psStatePool, s.NumWorkers())
+	for w := range e.states {
+		e.states[w] = &psStatePool{prefix: fmt.Sprintf("worker%d/", w)}
 	}
 	e.caches = make([]*psWorkerCache, s.NumWorkers())
 	for w := range e.caches {
@@ -382,7 +511,7 @@ func (e *psTrainer) step(ctx context.Context, batches []data.Element) (stats, bo
 	if e.s.RemoteWorkers() {
 		e.rvs = append(e.rvs, e.coord.ScheduleFunction(m.PSTrainFunction(), psArgs(e.mode, batches, seeds)...))
 	} else {
-		e.rvs = append(e.rvs, e.coord.Schedule(m.psStep(e.st, e.locals, e.caches, e.mode, batches, seeds, e.metrics)))
+		e.rvs = append(e.rvs, e.coord.Schedule(m.psStep(e.st, e.states, e.caches, e.mode, batches, seeds, e.metrics)))
 	}
 	// Bound the scheduled functions in flight (memory); a failed one stops the epoch with
 	// the coordinator's error (a lost ps names its task).

@@ -49,7 +49,6 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 	}
 	psBuildMu.Unlock()
 	svars := make([]*distribute.ShardedVariable, len(m.params))
-	vars := make([]*tensor.Variable, len(m.params))
 	var strain []*distribute.ShardedVariable
 	for i, p := range m.params {
 		sv, err := w.Variable(m.name + "/" + p.name)
@@ -60,7 +59,6 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 			return nil, fmt.Errorf("keras: %s: variable %s has shape %v on the ps, %v in this worker's model", m.PSTrainFunction(), sv.Name(), got, want)
 		}
 		svars[i] = sv
-		vars[i] = tensor.NewVariable(p.name, tensor.Zeros(p.shape...), p.trainable)
 		if p.trainable {
 			strain = append(strain, sv)
 		}
@@ -68,7 +66,7 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 	if mode.pipeline {
 		mode.cache = &m.psCache
 	}
-	return m.psTrain(w, svars, strain, opt, vars, mode, batches, seeds, m.compiledMetrics())
+	return m.psTrain(w, svars, strain, opt, &m.psStates, mode, batches, seeds, m.compiledMetrics())
 }
 
 // psArgs packs the training mode, the batches and their dropout seeds as the registered
