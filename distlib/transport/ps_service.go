@@ -137,7 +137,7 @@ func NewPSServer(lis net.Listener, opts PSServerOptions) (*PSServer, error) {
 		return nil, errors.New("transport: ps: empty cluster token: set GODIST_CLUSTER_TOKEN (the same on every task) or PSServerOptions.Token")
 	}
 	s := &PSServer{task: opts.Task, vars: map[string]*psVar{}}
-	s.shm = psShmServer{no: opts.NoSharedMemory, regions: map[psRegionKey]*psRegion{}}
+	s.shm = psShmServer{no: opts.NoSharedMemory, max: psShmMaxRegions, regions: map[psRegionKey]*psRegion{}}
 	s.ts.start(lis, opts.Token, opts.Task, &psServiceDesc, s)
 	return s, nil
 }

@@ -37,8 +37,10 @@ const (
 	// psShmBytes is a client region's size: sparse, only what the calls in flight use is
 	// committed.
 	psShmBytes = 1 << 30
-	// psShmMaxRegions bounds the regions one ps maps (a client that dies without detaching
-	// leaves its mapping until the ps exits); further clients send payloads.
+	// psShmMaxRegions bounds the regions one ps maps. A client that dies without detaching
+	// leaves its mapping behind; a new client then takes the place of the region used
+	// longest ago (a live client whose region goes that way sends its next call again as
+	// payloads and offers a new region), or sends payloads while every region is in use.
 	psShmMaxRegions = 64
 	// psUnknownRegion marks the ps's answer to a call naming a region it does not map.
 	psUnknownRegion = "godist ps: unknown shared memory region"
@@ -55,6 +57,7 @@ type psRegion struct {
 	key  psRegionKey
 	refs int
 	dead bool
+	used uint64 // the ps's call count at the region's last call (the server's side)
 }
 
 // view returns n float32s of the region from off, checked against its size.
@@ -326,7 +329,27 @@ type psShmServer struct {
 	mu      sync.Mutex
 	no      bool // PSServerOptions.NoSharedMemory
 	closed  bool
+	max     int    // regions mapped at most (psShmMaxRegions)
+	calls   uint64 // calls through regions so far: the clock of psRegion.used
 	regions map[psRegionKey]*psRegion
+}
+
+// evictOne unmaps the region whose last call is the oldest among those no call uses, and
+// reports whether there was one; s.shm.mu is held.
+func (s *PSServer) evictOne() bool {
+	m := &s.shm
+	var old *psRegion
+	for _, r := range m.regions {
+		if r.refs == 0 && (old == nil || r.used < old.used) {
+			old = r
+		}
+	}
+	if old == nil {
+		return false
+	}
+	delete(m.regions, old.key)
+	s.retireRegion(old)
+	return true
 }
 
 // attachShm maps a client's region read-write when its header proves it is the caller's
@@ -341,14 +364,15 @@ func (s *PSServer) attachShm(d *psDecoder) ([]byte, error) {
 	m := &s.shm
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.no || m.closed || len(m.regions) >= psShmMaxRegions {
+	if m.no || m.closed || (len(m.regions) >= m.max && !s.evictOne()) {
 		return []byte{0}, nil
 	}
 	f, err := mapPeerWritable(path, int(caller), nonce)
 	if err != nil {
 		return []byte{0}, nil
 	}
-	r := &psRegion{f: f}
+	m.calls++
+	r := &psRegion{f: f, used: m.calls}
 	copy(r.key[:], nonce)
 	if old := m.regions[r.key]; old != nil {
 		s.retireRegion(old)
@@ -408,6 +432,8 @@ func (s *PSServer) shmPlaces(d *psDecoder) (r *psRegion, in, out []float32, err 
 	r = m.regions[key]
 	if r != nil {
 		r.refs++
+		m.calls++
+		r.used = m.calls
 	}
 	m.mu.Unlock()
 	if r == nil {

@@ -465,3 +465,87 @@ func TestPSSharedMemoryAbandonedCall(t *testing.T) {
 	}
 	c.release(old)
 }
+
+// A ps at its limit of regions maps a new client's in the place of the one used longest
+// ago that no call uses; that client's next call goes as payloads and the one after offers
+// a new region. With every region in use, the new client sends payloads.
+func TestPSSharedMemoryEvictsLeastRecentlyUsed(t *testing.T) {
+	needShm(t)
+	leakcheck.Check(t)
+	ctx := testCtx(t)
+	s := startPSWith(t, PSServerOptions{Token: "tok"})
+	s.shm.mu.Lock()
+	s.shm.max = 2
+	s.shm.mu.Unlock()
+	const n = 2048
+	clients := make([]*PSClient, 3)
+	for i := range clients {
+		clients[i] = dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: 10 + i})
+		if err := clients[i].Create(ctx, fmt.Sprint("v", i), []int{n}, make([]float32, n), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rng := rand.New(rand.NewPCG(9, 10))
+	assign := func(i int) {
+		t.Helper()
+		val := randFloats(rng, n)
+		if _, got, err := clients[i].UpdateRead(ctx, fmt.Sprint("v", i), Update{Kind: UpdateAssign, Value: val}, nil); err != nil || !slices.Equal(got, val) {
+			t.Fatalf("client %d: UpdateRead: %v (or another value read back)", i, err)
+		}
+	}
+	region := func(i int) *psRegion {
+		c := clients[i]
+		c.shm.mu.Lock()
+		defer c.shm.mu.Unlock()
+		return c.shm.cur
+	}
+	assign(0)
+	assign(1)
+	assign(0) // client 1's region is now the one used longest ago
+	assign(2)
+	if s.mappedRegions() != 2 || !s.maps(region(0)) || !s.maps(region(2)) || s.maps(region(1)) {
+		t.Fatalf("after a third client: want clients 0 and 2 mapped, 1 evicted (mapped: %d)", s.mappedRegions())
+	}
+	in := s.Stats().SharedIn
+	assign(1) // the ps does not know its region: payloads
+	if s.Stats().SharedIn != in {
+		t.Error("client 1's call after the eviction went through shared memory")
+	}
+	assign(1) // a new region, in the place of client 0's
+	if !s.maps(region(1)) || s.Stats().SharedIn == in {
+		t.Error("client 1 did not get a new region")
+	}
+	// Every region in use: a new client is told no and sends payloads.
+	s.shm.mu.Lock()
+	for _, r := range s.shm.regions {
+		r.refs++
+	}
+	s.shm.mu.Unlock()
+	c := dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: 20})
+	val := randFloats(rng, n)
+	if _, got, err := c.UpdateRead(ctx, "v0", Update{Kind: UpdateAssign, Value: val}, nil); err != nil || !slices.Equal(got, val) {
+		t.Fatalf("a fourth client while every region is in use: %v", err)
+	}
+	c.shm.mu.Lock()
+	no := c.shm.no
+	c.shm.mu.Unlock()
+	if !no || s.mappedRegions() != 2 {
+		t.Errorf("a fourth client while every region is in use: told no %v, %d mapped; want true, 2", no, s.mappedRegions())
+	}
+	s.shm.mu.Lock()
+	for _, r := range s.shm.regions {
+		r.refs--
+	}
+	s.shm.mu.Unlock()
+}
+
+// maps reports whether the server maps region r (a client's) now.
+func (s *PSServer) maps(r *psRegion) bool {
+	if r == nil {
+		return false
+	}
+	s.shm.mu.Lock()
+	defer s.shm.mu.Unlock()
+	_, ok := s.shm.regions[r.key]
+	return ok
+}
