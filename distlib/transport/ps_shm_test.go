@@ -5,10 +5,10 @@ package transport
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"math/rand/v2"
 	"net"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
