@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"net"
+	"godist/internal/freeport"
 	"net/http"
 	"os"
 	"os/exec"
@@ -117,13 +117,13 @@ func randomHex(t *testing.T, n int) string {
 	return hex.EncodeToString(b)
 }
 
+// freePort returns a port free now, below the ephemeral range (package freeport).
 func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := freeport.Consecutive("127.0.0.1", 1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // waitReady polls /api/status until the server answers or exits.

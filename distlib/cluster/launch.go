@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"godist/internal/freeport"
 	"io"
 	"net"
 	"os"
@@ -128,31 +129,28 @@ func launchLocal(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 	if host == "" {
 		host = "127.0.0.1"
 	}
+	// The tasks' ports lie below the kernel's ephemeral range: a port that ":0" handed out
+	// and that was closed again can be taken by another process's outgoing connection
+	// before the task binds it.
+	total := 0
+	for _, n := range jobs {
+		total += n
+	}
+	ports, err := freeport.Consecutive(host, total)
+	if err != nil {
+		return fmt.Errorf("cluster: launch: %w", err)
+	}
 	addrs := map[string][]string{}
-	var listeners []net.Listener
-	defer func() {
-		for _, l := range listeners {
-			l.Close()
-		}
-	}()
 	for _, job := range sortedKeys(jobs) {
 		for range jobs[job] {
-			l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-			if err != nil {
-				return fmt.Errorf("cluster: launch: find a free port on %s: %w", host, err)
-			}
-			listeners = append(listeners, l)
-			addrs[job] = append(addrs[job], l.Addr().String())
+			addrs[job] = append(addrs[job], net.JoinHostPort(host, strconv.Itoa(ports[0])))
+			ports = ports[1:]
 		}
 	}
 	cs, err := NewClusterSpec(addrs)
 	if err != nil {
 		return err
 	}
-	for _, l := range listeners {
-		l.Close() // the ports are handed to the tasks
-	}
-	listeners = nil
 	var tasks []*runningTask
 	procs := coLocatedProcs(append(os.Environ(), spec.Env...), jobs, runtime.NumCPU())
 	for _, job := range sortedKeys(jobs) {

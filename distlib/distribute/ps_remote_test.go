@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
+	"godist/internal/freeport"
 	"os"
 	"os/exec"
 	"strconv"
@@ -87,23 +87,15 @@ func startWorkerProcess(t *testing.T, psAddr string, addrs []string, index int) 
 	return cmd
 }
 
-// freeAddrs returns n loopback addresses with ports free now.
+// freeAddrs returns n loopback addresses with ports free now, below the ephemeral range
+// (package freeport).
 func freeAddrs(t *testing.T, n int) []string {
 	t.Helper()
-	var out []string
-	var ls []net.Listener
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
+	addrs, err := freeport.LoopbackAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return out
+	return addrs
 }
 
 // The counter sample with worker processes: 2 worker tasks add 1 in 1000 scheduled steps;

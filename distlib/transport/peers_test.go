@@ -11,17 +11,18 @@ import (
 	"time"
 
 	"godist/distlib/collective"
+	"godist/internal/freeport"
 	"godist/internal/leakcheck"
 )
 
-// freePorts returns n loopback addresses with ports nobody listens on (for a moment).
+// freePorts returns n loopback addresses with ports nobody listens on (for a moment), below
+// the ephemeral range (package freeport), so that no other process's connection takes them
+// before a rank listens.
 func freePorts(t *testing.T, n int) []string {
 	t.Helper()
-	addrs := make([]string, n)
-	for i := range addrs {
-		l := mustListen(t)
-		addrs[i] = l.Addr().String()
-		l.Close()
+	addrs, err := freeport.LoopbackAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }

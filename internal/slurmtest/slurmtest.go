@@ -16,7 +16,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net"
+	"godist/internal/freeport"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -262,71 +262,10 @@ func cleanEnv(env []string) []string {
 }
 
 // freePorts returns n consecutive TCP ports (a Slurm job's tasks on one node take PortBase,
-// PortBase+1, ...) that were free a moment ago. They are taken below the kernel's ephemeral
-// range (ip_local_port_range), where no outgoing connection or ":0" listener of another
-// process gets a port: a port merely seen free inside that range, or the one after it, can
-// be taken before the task listens (seen in CI: "bind: address already in use" for rank 1
-// at base+1).
-func freePorts(n int) ([]int, error) {
-	lo := ephemeralLow()
-	const first = 10000
-	if lo-first < 2*n {
-		return nil, fmt.Errorf("free ports: the ephemeral range starts at %d, too low to keep %d ports below it", lo, n)
-	}
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, fmt.Errorf("free ports: %w", err)
-	}
-	span := lo - first - n
-	start := int(uint32(b[0])|uint32(b[1])<<8|uint32(b[2])<<16|uint32(b[3])<<24) % span
-	for try := 0; try < span; try += n {
-		base := first + (start+try)%span
-		if free(base, n) {
-			ports := make([]int, n)
-			for i := range ports {
-				ports[i] = base + i
-			}
-			return ports, nil
-		}
-	}
-	return nil, fmt.Errorf("free ports: no %d consecutive free ports in [%d, %d)", n, first, lo)
-}
-
-// free reports whether ports base..base+n-1 can all be listened on at 127.0.0.1 now.
-func free(base, n int) bool {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for p := base; p < base+n; p++ {
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			return false
-		}
-		ls = append(ls, l)
-	}
-	return true
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot be
-// read: Linux's default).
-func ephemeralLow() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return 32768
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 1 {
-		return 32768
-	}
-	lo, err := strconv.Atoi(f[0])
-	if err != nil {
-		return 32768
-	}
-	return lo
-}
+// PortBase+1, ...) that were free a moment ago, below the kernel's ephemeral range
+// (package freeport; seen in CI before: "bind: address already in use" for rank 1 at
+// base+1, a port inside the range that another process's connection took).
+func freePorts(n int) ([]int, error) { return freeport.Consecutive("127.0.0.1", n) }
 
 // spawn starts a daemon in the foreground, in its own process group, with its output in
 // log/<name>.out.
