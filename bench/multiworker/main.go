@@ -48,6 +48,9 @@ const taskEnv = "GODIST_BENCH_MW_TASK"
 // .allocs, .trace).
 const profEnv = "GODIST_BENCH_MW_PROFILE"
 
+// balance is -balance.
+var balance bool
+
 func main() {
 	workers := flag.Int("workers", 1, "worker processes")
 	windows := flag.Int("windows", 5, "timed windows (epochs)")
@@ -55,6 +58,7 @@ func main() {
 	warmup := flag.Int("warmup", 1, "untimed epochs first")
 	batch := flag.Int("batch", 64, "per-worker batch size")
 	procs := flag.Int("procs", 1, "GOMAXPROCS of each worker (its kernels use one thread either way)")
+	flag.BoolVar(&balance, "balance", false, "keras.BalanceWorkers(true): split every global batch by the workers' speeds")
 	flag.Parse()
 	if err := run(*workers, *windows, *steps, *warmup, *batch, *procs); err != nil {
 		fmt.Fprintln(os.Stderr, "multiworker:", err)
@@ -132,7 +136,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 			}
 		},
 	}
-	h := m.Fit(ds, keras.Epochs(warmup+windows), keras.StepsPerEpoch(steps), keras.Verbose(0), keras.Callbacks(cb))
+	h := m.Fit(ds, keras.Epochs(warmup+windows), keras.StepsPerEpoch(steps), keras.Verbose(0), keras.Callbacks(cb), keras.BalanceWorkers(balance))
 	if os.Getenv("GODIST_BENCH_MW_STEPTIMES") != "" {
 		t := slices.Clone(stepTimes[warmup*steps:])
 		slices.Sort(t)
@@ -146,7 +150,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		return nil
 	}
 	out := map[string]any{
-		"config":    fmt.Sprintf("godist keras Fit, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, kernels %s", n, procs, global, tensor.KernelName()),
+		"config":    fmt.Sprintf("godist keras Fit, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, kernels %s, balanced %v", n, procs, global, tensor.KernelName(), balance),
 		"workers":   n,
 		"loss_last": h.History["loss"][len(h.History["loss"])-1],
 	}

@@ -47,30 +47,69 @@ func SplitBatch(el data.Element, n int) ([]data.Element, error) {
 	if n < 1 {
 		return nil, fmt.Errorf("%w: SplitBatch into %d parts; need at least 1", ErrBatchSize, n)
 	}
+	batch, err := batchRows("SplitBatch", el)
+	if err != nil {
+		return nil, err
+	}
+	sizes := make([]int, n)
+	for r := range sizes {
+		sizes[r] = batch / n
+		if r < batch%n {
+			sizes[r]++
+		}
+	}
+	return splitRows(el, sizes), nil
+}
+
+// SplitBatchSizes splits every tensor of a global batch along its first dimension into
+// parts of the given sizes, in order (their sum must be the batch size). The parts share
+// the batch's storage.
+func SplitBatchSizes(el data.Element, sizes []int) ([]data.Element, error) {
+	batch, err := batchRows("SplitBatchSizes", el)
+	if err != nil {
+		return nil, err
+	}
+	sum := 0
+	for r, n := range sizes {
+		if n < 0 {
+			return nil, fmt.Errorf("%w: SplitBatchSizes: part %d has %d rows", ErrBatchSize, r, n)
+		}
+		sum += n
+	}
+	if len(el) > 0 && sum != batch {
+		return nil, fmt.Errorf("%w: SplitBatchSizes: parts of %v rows (%d in all) for a batch of %d", ErrBatchSize, sizes, sum, batch)
+	}
+	return splitRows(el, sizes), nil
+}
+
+// batchRows checks that every component of el is a batch of the same size and returns it
+// (-1 for an element without components).
+func batchRows(op string, el data.Element) (int, error) {
 	batch := -1
 	for i, t := range el {
 		if t == nil {
-			return nil, fmt.Errorf("%w: SplitBatch: component %d is nil", ErrBatchSize, i)
+			return 0, fmt.Errorf("%w: %s: component %d is nil", ErrBatchSize, op, i)
 		}
 		if t.Rank() == 0 {
-			return nil, fmt.Errorf("%w: SplitBatch: component %d is a scalar; batch the dataset before distributing it", ErrBatchSize, i)
+			return 0, fmt.Errorf("%w: %s: component %d is a scalar; batch the dataset before distributing it", ErrBatchSize, op, i)
 		}
 		b := t.Shape()[0]
 		if batch >= 0 && b != batch {
-			return nil, fmt.Errorf("%w: SplitBatch: component %d has batch size %d, component 0 has %d", ErrBatchSize, i, b, batch)
+			return 0, fmt.Errorf("%w: %s: component %d has batch size %d, component 0 has %d", ErrBatchSize, op, i, b, batch)
 		}
 		batch = b
 	}
-	out := make([]data.Element, n)
+	return batch, nil
+}
+
+// splitRows cuts el into consecutive parts of sizes rows (checked by the caller).
+func splitRows(el data.Element, sizes []int) []data.Element {
+	out := make([]data.Element, len(sizes))
 	if len(el) == 0 {
-		return out, nil
+		return out
 	}
 	off := 0
-	for r := 0; r < n; r++ {
-		size := batch / n
-		if r < batch%n {
-			size++
-		}
+	for r, size := range sizes {
 		part := make(data.Element, len(el))
 		for i, t := range el {
 			part[i] = sliceRows(t, off, off+size)
@@ -78,7 +117,7 @@ func SplitBatch(el data.Element, n int) ([]data.Element, error) {
 		out[r] = part
 		off += size
 	}
-	return out, nil
+	return out
 }
 
 // sliceRows returns rows [lo, hi) of t along axis 0, sharing t's storage.

@@ -197,3 +197,22 @@ func TestAutoShardOneRule(t *testing.T) {
 		}()
 	}
 }
+
+func TestSplitBatchSizes(t *testing.T) {
+	x := tensor.MustNew([]int{5, 2}, []float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	y := tensor.MustNew([]int{5}, []float32{0, 1, 2, 3, 4})
+	parts, err := SplitBatchSizes(data.Element{x, y}, []int{4, 0, 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range [][]float32{{0, 1, 2, 3}, {}, {4}} {
+		if got := parts[i][1].Data(); len(got) != len(want) || (len(want) > 0 && got[0] != want[0]) || parts[i][0].Shape()[0] != len(want) {
+			t.Errorf("part %d: labels %v, x shape %v; want %v", i, got, parts[i][0].Shape(), want)
+		}
+	}
+	for _, sizes := range [][]int{{2, 2}, {3, 3}, {6, -1}} {
+		if _, err := SplitBatchSizes(data.Element{x, y}, sizes); err == nil || !errors.Is(err, ErrBatchSize) {
+			t.Errorf("SplitBatchSizes(%v) of a batch of 5: error %v, want ErrBatchSize", sizes, err)
+		}
+	}
+}

@@ -254,7 +254,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		return stats{}, err
 	}
 	m.ensureBuilt(x)
-	x, y, globalBatch, err := m.workerShare(m.mw.train, x, y)
+	x, y, globalBatch, err := m.workerShare(m.mw.train, x, y, true)
 	if err != nil {
 		return stats{}, err
 	}
@@ -363,7 +363,7 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 		return stats{}, err
 	}
 	m.ensureBuilt(x)
-	x, y, _, err := m.workerShare(m.mw.eval, x, y)
+	x, y, _, err := m.workerShare(m.mw.eval, x, y, false)
 	if err != nil {
 		return stats{}, err
 	}

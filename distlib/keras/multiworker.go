@@ -118,6 +118,97 @@ type multiWorker struct {
 	bucketer    distribute.GradientBucketer
 	sizes       []int // the bucketer's tensor sizes
 	resume      int   // the epoch Fit starts at, set by BackupAndRestore (0: none)
+	balance     workerBalance
+}
+
+// BalanceWorkers sets whether Fit under MultiWorkerMirroredStrategy splits every global
+// batch between the workers in proportion to their speed (default false: equal shares, as
+// TensorFlow does). Workers in sync wait for the slowest at every step, so on machines or
+// cores of unequal speed the faster ones idle; balanced, each worker's share follows its
+// measured examples per second (smoothed over steps, agreed by all workers through the
+// step's all-reduce). The step's gradient is the same sum over the same global batch,
+// only grouped differently (the loss is divided by the global batch size either way), so
+// the training is the same up to the order of floating-point sums, and the dropout masks
+// drawn. It is off by default because that order then depends on timing: two runs with
+// the same seed no longer give bit-identical weights. It applies to the DATA shard policy
+// with one replica per worker, and to global batches of at least 4 examples per worker;
+// otherwise shares stay equal.
+func BalanceWorkers(on bool) Option {
+	return runOption(func(c *runConfig) error {
+		// The key marks the option given; its value is the setting.
+		c.set["balance_workers"] = on
+		return nil
+	})
+}
+
+// workerBalance is BalanceWorkers's state during a Fit: every worker's smoothed speed, the
+// same on every worker (computed from the all-reduced step times).
+type workerBalance struct {
+	enabled bool      // BalanceWorkers(true) for this Fit
+	active  bool      // the training steps take the bucketed path, which exchanges the times
+	speed   []float64 // examples per second per worker; nil until the first exchange
+}
+
+// balanceSmoothing is the weight of a step's own speed in the smoothed speed.
+const balanceSmoothing = 0.3
+
+// shares returns the rows of a global batch of b rows each of n workers trains on: equal
+// shares (distribute.SplitBatch's) until speeds are known or when the batch has fewer
+// than 4 rows per worker, else shares in proportion to the speeds with at least b/(4n)
+// rows each.
+func (wb *workerBalance) shares(n, b int) []int {
+	sizes := make([]int, n)
+	if !wb.active || len(wb.speed) != n || b < 4*n {
+		for r := range sizes {
+			sizes[r] = b / n
+			if r < b%n {
+				sizes[r]++
+			}
+		}
+		return sizes
+	}
+	floor := b / (4 * n)
+	total := 0.0
+	for _, v := range wb.speed {
+		total += v
+	}
+	left := b - n*floor
+	given := 0
+	for r := range sizes {
+		extra := int(float64(left) * wb.speed[r] / total)
+		sizes[r] = floor + extra
+		given += extra
+	}
+	for r := 0; given < left; r = (r + 1) % n {
+		sizes[r]++
+		given++
+	}
+	return sizes
+}
+
+// update folds in a step's exchanged rows and seconds (two slots per worker).
+func (wb *workerBalance) update(slots []float32) {
+	n := len(slots) / 2
+	if len(wb.speed) != n {
+		wb.speed = make([]float64, n)
+	}
+	for w := range n {
+		rows, secs := float64(slots[2*w]), float64(slots[2*w+1])
+		if rows <= 0 || secs <= 0 {
+			continue
+		}
+		if v := rows / secs; wb.speed[w] == 0 {
+			wb.speed[w] = v
+		} else {
+			wb.speed[w] += balanceSmoothing * (v - wb.speed[w])
+		}
+	}
+	for _, v := range wb.speed {
+		if v == 0 {
+			wb.speed = nil // not every worker measured yet: equal shares
+			return
+		}
+	}
 }
 
 // sharedTermSteps counts the training steps whose optimizer read some gradient from every
@@ -148,8 +239,9 @@ func (m *Model) shardModeOf(op string, ds *data.Dataset) shardMode {
 }
 
 // workerShare returns the part of a global batch (x, y) this worker trains on and the size
-// of the global batch the loss is averaged over.
-func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor) (*tensor.Tensor, *tensor.Tensor, int, error) {
+// of the global batch the loss is averaged over. Training steps (train) take the shares of
+// BalanceWorkers; evaluation takes equal ones.
+func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor, train bool) (*tensor.Tensor, *tensor.Tensor, int, error) {
 	index, workers := m.strategy.ExtendedWorker()
 	b := x.Shape()[0]
 	switch {
@@ -158,7 +250,11 @@ func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor) (*tensor.Tensor
 	case mode == shardWhole:
 		return x, y, b * workers, nil
 	}
-	parts, err := distribute.SplitBatch(data.Element{x, y}, workers)
+	wb := &workerBalance{}
+	if train {
+		wb = &m.mw.balance
+	}
+	parts, err := distribute.SplitBatchSizes(data.Element{x, y}, wb.shares(workers, b))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -178,11 +274,19 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	vars := m.variables(0, true)
 	nTrain := len(vars)
 	nStats := 2 + 2*len(metrics)
-	if m.mw.bucketer == nil || len(m.mw.sizes) != nTrain+1 {
+	// Balanced (BalanceWorkers), the statistics carry every worker's rows and seconds of
+	// this step's forward and backward pass, two slots per worker.
+	index, _ := m.strategy.ExtendedWorker()
+	balance := m.mw.balance.enabled && m.mw.train == shardData
+	nSlots := 0
+	if balance {
+		nSlots = 2 * workers
+	}
+	if m.mw.bucketer == nil || len(m.mw.sizes) != nTrain+1 || m.mw.sizes[0] != nStats+nSlots {
 		// Index 0: the batch statistics; then the trainable variables, last layer first, in
 		// the order their gradients become ready.
 		sizes := make([]int, nTrain+1)
-		sizes[0] = nStats
+		sizes[0] = nStats + nSlots
 		for k, v := range vars {
 			sizes[1+nTrain-1-k] = prodInts(v.Shape())
 		}
@@ -211,18 +315,40 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 		return stats{}, true, err
 	}
 	xs, ys := x.To(devs[0]), y.To(devs[0])
-	if xs.Shape()[0] == 0 {
+	rows := xs.Shape()[0]
+	// The statistics (index 0) go last when balanced, with this step's time appended.
+	var st0 []float32
+	add := b.Add
+	if balance {
+		add = func(i int, v []float32) error {
+			if i == 0 {
+				st0 = append(st0[:0], v...)
+				return nil
+			}
+			return b.Add(i, v)
+		}
+	}
+	start := time.Now()
+	if rows == 0 {
 		// This worker's share is empty (a global batch smaller than the number of workers).
-		if err := b.Add(0, make([]float32, nStats)); err != nil {
+		if err := add(0, make([]float32, nStats)); err != nil {
 			return fail(err)
 		}
 		for k, v := range vars {
-			if err := b.Add(1+nTrain-1-k, make([]float32, prodInts(v.Shape()))); err != nil {
+			if err := add(1+nTrain-1-k, make([]float32, prodInts(v.Shape()))); err != nil {
 				return fail(err)
 			}
 		}
-	} else if err := m.backwardInBuckets(xs, ys, globalBatch, mix(seed, 0), metrics, b.Buffer, b.Add); err != nil {
+	} else if err := m.backwardInBuckets(xs, ys, globalBatch, mix(seed, 0), metrics, b.Buffer, add); err != nil {
 		return fail(err)
+	}
+	if balance {
+		st0 = append(st0, make([]float32, nSlots)...)
+		st0[nStats+2*index] = float32(rows)
+		st0[nStats+2*index+1] = float32(time.Since(start).Seconds())
+		if err := b.Add(0, st0); err != nil {
+			return fail(err)
+		}
 	}
 	terms, err := b.WaitTerms(ctx)
 	if err != nil {
@@ -244,7 +370,11 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	for _, t := range terms[0][1:] {
 		simd.AddTo(sums, t)
 	}
-	return statsFrom(sums), true, nil
+	if balance {
+		m.mw.balance.active = true
+		m.mw.balance.update(sums[nStats:])
+	}
+	return statsFrom(sums[:nStats]), true, nil
 }
 
 // backwardInBuckets runs the forward pass in segments (a layer with variables and the

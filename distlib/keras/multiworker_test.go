@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,7 +138,28 @@ func mwHelper(mode string) error {
 			res.Epochs = append(res.Epochs, epoch)
 		}
 	} else {
-		h = m.Fit(ds, Epochs(epochs), Verbose(0), Callbacks(cbs...))
+		opts := []any{Epochs(epochs), Verbose(0), Callbacks(cbs...)}
+		if os.Getenv("GODIST_KERAS_MW_BALANCE") != "" {
+			opts = append(opts, BalanceWorkers(true))
+			if index == 1 {
+				// A slower worker: a goroutine that competes for its processor.
+				stop := make(chan struct{})
+				defer close(stop)
+				go func() {
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+					}
+				}()
+			}
+		}
+		h = m.Fit(ds, opts...)
+		if m.mw.balance.active {
+			fmt.Printf("balanced: speeds %.6g, shares of %d: %v\n", m.mw.balance.speed, batch, m.mw.balance.shares(workers, batch))
+		}
 	}
 	if len(h.Epoch) > 0 {
 		res.Logs = Logs{}
@@ -246,6 +268,91 @@ func TestMultiWorkerFitMatchesOneWorker(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestMultiWorkerBalancedMatchesOneWorker: with BalanceWorkers, two workers (one slowed by
+// a goroutine competing for its processor) split every global batch by their measured
+// speeds, agree on the split (the same speeds on both), and still end with one worker's
+// weights: the same gradient of the same global batch, grouped differently.
+func TestMultiWorkerBalancedMatchesOneWorker(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	const batch, epochs = 16, 2
+	one, log1, err := launchMW(t, "fit", 1, batch, epochs)
+	if err != nil {
+		t.Fatalf("one worker: %v\n%s", err, log1)
+	}
+	two, log2, err := launchMW(t, "fit", 2, batch, epochs, "GOMAXPROCS=1", "GODIST_KERAS_MW_BALANCE=1")
+	if err != nil {
+		t.Fatalf("two workers: %v\n%s", err, log2)
+	}
+	if d := maxWeightDiff(t, two[0].Weights, two[1].Weights); d != 0 {
+		t.Errorf("the two workers' weights differ by up to %g, want identical", d)
+	}
+	if d := maxWeightDiff(t, one[0].Weights, two[0].Weights); d > 1e-5 {
+		t.Errorf("balanced two workers vs one worker: weights differ by up to %g, want <= 1e-5", d)
+	}
+	for _, key := range []string{"loss", "accuracy"} {
+		if a, b := one[0].Logs[key], two[1].Logs[key]; math.Abs(a-b) > 1e-5 {
+			t.Errorf("logs[%q]: one worker %g, balanced two workers %g; want the same", key, a, b)
+		}
+	}
+	var lines []string
+	for _, w := range []string{"[worker 0] ", "[worker 1] "} {
+		i := strings.Index(log2, w+"balanced: ")
+		if i < 0 {
+			t.Fatalf("%sdid not report balanced shares:\n%s", w, log2)
+		}
+		line := log2[i+len(w):]
+		lines = append(lines, line[:strings.IndexByte(line, '\n')])
+	}
+	if lines[0] != lines[1] {
+		t.Errorf("the workers disagree on the speeds and shares:\n%s\n%s", lines[0], lines[1])
+	}
+	t.Logf("%s", lines[0])
+}
+
+// TestWorkerBalanceShares checks BalanceWorkers's split: equal shares until every worker's
+// speed is known or for small batches, then shares in proportion to the speeds, never under
+// a quarter of an equal share, summing to the batch.
+func TestWorkerBalanceShares(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		active bool
+		speed  []float64
+		b      int
+		want   []int
+	}{
+		{"not active", false, []float64{3, 1}, 128, []int{64, 64}},
+		{"speeds unknown", true, nil, 9, []int{5, 4}},
+		{"small batch", true, []float64{3, 1}, 7, []int{4, 3}},
+		{"3 to 1", true, []float64{3, 1}, 128, []int{88, 40}},
+		{"equal", true, []float64{2, 2, 2}, 100, []int{34, 33, 33}},
+		{"one very slow", true, []float64{100, 1}, 64, []int{56, 8}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wb := workerBalance{active: tc.active, speed: tc.speed}
+			got := wb.shares(len(tc.want), tc.b)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("shares(%d, %d) with speeds %v = %v, want %v", len(tc.want), tc.b, tc.speed, got, tc.want)
+			}
+		})
+	}
+	// update: a step's rows per second, smoothed; no speeds until every worker measured.
+	var wb workerBalance
+	wb.update([]float32{64, 0.004, 0, 0})
+	if wb.speed != nil {
+		t.Errorf("speeds %v after a step that measured one worker of 2, want none", wb.speed)
+	}
+	wb.update([]float32{64, 0.004, 64, 0.008})
+	if want := []float64{16000, 8000}; !slices.EqualFunc(wb.speed, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-6*b }) {
+		t.Fatalf("speeds %v, want %v", wb.speed, want)
+	}
+	wb.update([]float32{80, 0.004, 48, 0.004})
+	if want := []float64{16000 + balanceSmoothing*(20000-16000), 8000 + balanceSmoothing*(12000-8000)}; !slices.EqualFunc(wb.speed, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-6*b }) {
+		t.Errorf("smoothed speeds %v, want %v", wb.speed, want)
 	}
 }
 
@@ -374,7 +481,7 @@ func TestShardModeOf(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("shardModeOf(%v) = %d, want %d", tc.policy, got, tc.want)
 			}
-			xs, _, gb, err := m.workerShare(got, x, y)
+			xs, _, gb, err := m.workerShare(got, x, y, true)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,10 +51,12 @@ type syncTrainer struct {
 	restoreGC func() // undoes raiseGCForLockstep (several workers), or nil
 }
 
-func (e *syncTrainer) options() []string { return nil }
+func (e *syncTrainer) options() []string { return []string{"balance_workers"} }
 
-func (e *syncTrainer) begin(context.Context, *runConfig, *data.Dataset) error {
+func (e *syncTrainer) begin(_ context.Context, cfg *runConfig, _ *data.Dataset) error {
 	e.metrics = e.m.compiledMetrics()
+	on, given := cfg.set["balance_workers"]
+	e.m.mw.balance = workerBalance{enabled: on && given}
 	if _, workers := e.m.strategy.ExtendedWorker(); workers > 1 {
 		e.restoreGC = raiseGCForLockstep()
 	}

@@ -75,6 +75,7 @@ func init() {
 		"SetLogOutput":                   reflect.ValueOf(distribute.SetLogOutput),
 		"ShardRows":                      reflect.ValueOf(distribute.ShardRows),
 		"SplitBatch":                     reflect.ValueOf(distribute.SplitBatch),
+		"SplitBatchSizes":                reflect.ValueOf(distribute.SplitBatchSizes),
 		"WithBindAll":                    reflect.ValueOf(distribute.WithBindAll),
 		"WithClusterResolver":            reflect.ValueOf(distribute.WithClusterResolver),
 		"WithClusterToken":               reflect.ValueOf(distribute.WithClusterToken),

@@ -21,6 +21,7 @@ func init() {
 		"Accuracy":                      reflect.ValueOf(keras.Accuracy),
 		"Adam":                          reflect.ValueOf(keras.Adam),
 		"BackupAndRestore":              reflect.ValueOf(keras.BackupAndRestore),
+		"BalanceWorkers":                reflect.ValueOf(keras.BalanceWorkers),
 		"BatchSize":                     reflect.ValueOf(keras.BatchSize),
 		"Beta1":                         reflect.ValueOf(keras.Beta1),
 		"Beta2":                         reflect.ValueOf(keras.Beta2),
