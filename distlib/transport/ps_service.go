@@ -214,6 +214,15 @@ func (s *PSServer) create(key string, d *psDecoder) ([]byte, error) {
 }
 
 func (s *PSServer) read(key string, d *psDecoder) ([]byte, error) {
+	return s.readWith(key, d, func(e *psEncoder, v *psVar) {
+		e.ints(v.shape)
+		e.floats(v.data)
+	})
+}
+
+// readWith answers a read of variable key (d must be at its end) with what enc appends,
+// under the variable's lock.
+func (s *PSServer) readWith(key string, d *psDecoder, enc func(e *psEncoder, v *psVar)) ([]byte, error) {
 	if err := d.done(); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
@@ -222,11 +231,10 @@ func (s *PSServer) read(key string, d *psDecoder) ([]byte, error) {
 		return nil, err
 	}
 	s.reads.Add(1)
+	var e psEncoder
 	v.mu.Lock()
-	e := psEncoder{b: make([]byte, 0, 8+8*len(v.shape)+4*len(v.data))}
-	e.ints(v.shape)
-	e.floats(v.data)
-	v.mu.Unlock()
+	defer v.mu.Unlock()
+	enc(&e, v)
 	return e.b, nil
 }
 

@@ -508,17 +508,5 @@ func (s *PSServer) readShm(key string, d *psDecoder) ([]byte, error) {
 		return nil, err
 	}
 	defer s.releaseRegion(r)
-	if err := d.done(); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	v, err := s.get(key)
-	if err != nil {
-		return nil, err
-	}
-	s.reads.Add(1)
-	var e psEncoder
-	v.mu.Lock()
-	s.answerShm(&e, v.data, out)
-	v.mu.Unlock()
-	return e.b, nil
+	return s.readWith(key, d, func(e *psEncoder, v *psVar) { s.answerShm(e, v.data, out) })
 }

@@ -58,6 +58,22 @@ func (s *PSServer) mappedRegions() int {
 	return len(s.shm.regions)
 }
 
+// attachedClient starts a ps and a client (caller) whose variable "v" of n values was read
+// once, through the client's region.
+func attachedClient(t *testing.T, caller, n int) (context.Context, *PSServer, *PSClient) {
+	t.Helper()
+	ctx := testCtx(t)
+	s := startPSWith(t, PSServerOptions{Token: "tok"})
+	c := dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: caller})
+	if err := c.Create(ctx, "v", []int{n}, make([]float32, n), false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ReadInto(ctx, "v", make([]float32, n)); err != nil {
+		t.Fatal(err)
+	}
+	return ctx, s, c
+}
+
 // forgetRegions makes the server forget its clients' regions, as a restarted ps has.
 func (s *PSServer) forgetRegions() {
 	s.shm.mu.Lock()
@@ -275,16 +291,7 @@ func TestPSSharedMemoryRefused(t *testing.T) {
 func TestPSSharedMemoryBadPlaces(t *testing.T) {
 	needShm(t)
 	leakcheck.Check(t)
-	ctx := testCtx(t)
-	s := startPSWith(t, PSServerOptions{Token: "tok"})
-	c := dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: 5})
-	const n = 2048
-	if err := c.Create(ctx, "v", []int{n}, make([]float32, n), false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ReadInto(ctx, "v", make([]float32, n)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, _, c := attachedClient(t, 5, 2048)
 	c.shm.mu.Lock()
 	r := c.shm.cur
 	c.shm.mu.Unlock()
@@ -422,16 +429,8 @@ func TestPSSharedMemoryTwoProcesses(t *testing.T) {
 func TestPSSharedMemoryAbandonedCall(t *testing.T) {
 	needShm(t)
 	leakcheck.Check(t)
-	ctx := testCtx(t)
-	s := startPSWith(t, PSServerOptions{Token: "tok"})
-	c := dialPSWith(t, s, PSClientOptions{Token: "tok", Caller: 6})
 	const n = 2048
-	if err := c.Create(ctx, "v", []int{n}, make([]float32, n), false); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.ReadInto(ctx, "v", make([]float32, n)); err != nil {
-		t.Fatal(err)
-	}
+	ctx, s, c := attachedClient(t, 6, n)
 	c.shm.mu.Lock()
 	old := c.shm.cur
 	old.refs++ // keep it mapped to look at it
