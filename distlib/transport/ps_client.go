@@ -115,15 +115,10 @@ func (c *PSClient) Gather(ctx context.Context, key string, rows []int) ([]float3
 // Update applies u to variable key. It reports false when the server had already applied
 // an update with u.ID (a retried step), in which case nothing changed.
 func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bool, err error) {
-	if r := c.region(ctx, len(u.Value)); r != nil {
-		done, err := c.invokeShm(ctx, r, "UpdateShm", key, &u, 0, func(_ *shmCall, d *psDecoder) error {
-			applied = d.u8() == 1
-			return nil
-		})
-		c.release(r)
-		if done {
-			return applied, err
-		}
+	if done, err := c.viaShm(ctx, len(u.Value), "UpdateShm", key, &u, 0, func(_ *shmCall, d *psDecoder) {
+		applied = d.u8() == 1
+	}); done {
+		return applied, err
 	}
 	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
 	if err := encodeUpdate(&e, u); err != nil {
@@ -148,19 +143,14 @@ func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []f
 	if n == 0 && u.Rows == nil {
 		n = len(u.Value) // the variable's size
 	}
-	if r := c.region(ctx, max(len(u.Value), n)); r != nil {
-		done, err := c.invokeShm(ctx, r, "UpdateReadShm", key, &u, n, func(call *shmCall, d *psDecoder) error {
-			applied = d.u8() == 1
-			value = call.readAnswer(d, dst)
-			return nil
-		})
-		c.release(r)
-		if done {
-			if err != nil {
-				return false, nil, err
-			}
-			return applied, value, nil
+	if done, err := c.viaShm(ctx, max(len(u.Value), n), "UpdateReadShm", key, &u, n, func(call *shmCall, d *psDecoder) {
+		applied = d.u8() == 1
+		value = call.readAnswer(d, dst)
+	}); done {
+		if err != nil {
+			return false, nil, err
 		}
+		return applied, value, nil
 	}
 	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
 	if err := encodeUpdate(&e, u); err != nil {
@@ -182,19 +172,14 @@ func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []f
 // ReadInto is Read that writes the value into dst when dst has the variable's size
 // (else into a new slice), and returns the value without the shape.
 func (c *PSClient) ReadInto(ctx context.Context, key string, dst []float32) ([]float32, error) {
-	if r := c.region(ctx, len(dst)); r != nil {
-		var data []float32
-		done, err := c.invokeShm(ctx, r, "ReadShm", key, nil, len(dst), func(call *shmCall, d *psDecoder) error {
-			data = call.readAnswer(d, dst)
-			return nil
-		})
-		c.release(r)
-		if done {
-			if err != nil {
-				return nil, err
-			}
-			return data, nil
+	var data []float32
+	if done, err := c.viaShm(ctx, len(dst), "ReadShm", key, nil, len(dst), func(call *shmCall, d *psDecoder) {
+		data = call.readAnswer(d, dst)
+	}); done {
+		if err != nil {
+			return nil, err
 		}
+		return data, nil
 	}
 	b, err := c.invoke(ctx, "Read", key, nil, false)
 	if err != nil {
@@ -202,7 +187,7 @@ func (c *PSClient) ReadInto(ctx context.Context, key string, dst []float32) ([]f
 	}
 	d := psDecoder{b: b}
 	d.ints()
-	data := d.floatsOrInto(dst)
+	data = d.floatsOrInto(dst)
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("transport: ps at %s: Read %q: %w", c.addr, key, err)
 	}

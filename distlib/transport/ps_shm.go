@@ -169,13 +169,18 @@ func (c *PSClient) drop(r *psRegion) {
 // the ps is asked to unmap it once its own calls through it have ended.
 func (c *PSClient) abandon(r *psRegion) {
 	c.drop(r)
+	c.detach(r)
+}
+
+// detach asks the ps to unmap r once its calls through it have ended (best effort: a ps
+// that is gone has nothing to unmap).
+func (c *PSClient) detach(r *psRegion) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	_, _ = c.invoke(ctx, "DetachShm", "", r.key[:], false)
 	cancel()
 }
 
-// closeShm tells the ps to unmap the region (best effort: a ps that is gone has nothing
-// to unmap) and closes it once no call uses it.
+// closeShm detaches the region and closes it once no call uses it.
 func (c *PSClient) closeShm() {
 	s := &c.shm
 	s.mu.Lock()
@@ -187,13 +192,10 @@ func (c *PSClient) closeShm() {
 		r.refs++
 	}
 	s.mu.Unlock()
-	if r == nil {
-		return
+	if r != nil {
+		c.detach(r)
+		c.release(r)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	_, _ = c.invoke(ctx, "DetachShm", "", r.key[:], false)
-	cancel()
-	c.release(r)
 }
 
 // isUnknownRegion reports whether err is the ps's answer to a call naming a region it
@@ -205,11 +207,10 @@ func isUnknownRegion(err error) bool {
 // shmCall is one call's buffers in the client's region: the value it sends (copied in)
 // and the place for the value it reads.
 type shmCall struct {
-	r        *psRegion
-	in, out  []float32
-	inOff    uint64
-	outOff   uint64
-	released bool
+	r       *psRegion
+	in, out []float32
+	inOff   uint64
+	outOff  uint64
 }
 
 // prepare allocates the call's buffers and copies value in; ok is false when the region
@@ -277,9 +278,16 @@ func (call *shmCall) readAnswer(d *psDecoder, dst []float32) []float32 {
 	return dst
 }
 
-// invokeShm makes a call through r and decodes its answer with read; done is false when
-// the ps did not know r (nothing was changed: the caller sends the call as payloads).
-func (c *PSClient) invokeShm(ctx context.Context, r *psRegion, method, key string, u *Update, outN int, read func(call *shmCall, d *psDecoder) error) (done bool, err error) {
+// viaShm makes a call moving n float32s through the client's region, when it has one
+// (or attaches one now), and decodes its answer with read. done is false when the call did
+// not go that way (no region, no room in it, or the ps did not know it: nothing was
+// changed), and the caller sends it as payloads.
+func (c *PSClient) viaShm(ctx context.Context, n int, method, key string, u *Update, outN int, read func(call *shmCall, d *psDecoder)) (done bool, err error) {
+	r := c.region(ctx, n)
+	if r == nil {
+		return false, nil
+	}
+	defer c.release(r)
 	var value []float32
 	if u != nil {
 		value = u.Value
@@ -288,7 +296,7 @@ func (c *PSClient) invokeShm(ctx context.Context, r *psRegion, method, key strin
 	if !ok {
 		return false, nil
 	}
-	e := psEncoder{b: make([]byte, 0, 160+8*len(keyRows(u)))}
+	e := psEncoder{b: make([]byte, 0, 160)}
 	call.encode(&e)
 	if u != nil {
 		if err := encodeUpdateHead(&e, *u); err != nil {
@@ -308,20 +316,11 @@ func (c *PSClient) invokeShm(ctx context.Context, r *psRegion, method, key strin
 	}
 	defer call.free()
 	d := psDecoder{b: b}
-	if err := read(&call, &d); err != nil {
-		return true, err
-	}
+	read(&call, &d)
 	if err := d.done(); err != nil {
 		return true, fmt.Errorf("transport: ps at %s: %s %q: %w", c.addr, method, key, err)
 	}
 	return true, nil
-}
-
-func keyRows(u *Update) []int {
-	if u == nil {
-		return nil
-	}
-	return u.Rows
 }
 
 // psShmServer is a PSServer's side: the clients' regions it maps.
@@ -408,12 +407,16 @@ func (s *PSServer) retireRegion(r *psRegion) {
 
 // closeShm unmaps every region once no call uses it.
 func (s *PSServer) closeShm() {
-	m := &s.shm
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.closed = true
-	for k, r := range m.regions {
-		delete(m.regions, k)
+	s.shm.mu.Lock()
+	defer s.shm.mu.Unlock()
+	s.shm.closed = true
+	s.retireAll()
+}
+
+// retireAll forgets every region, each unmapped once no call uses it; s.shm.mu is held.
+func (s *PSServer) retireAll() {
+	for k, r := range s.shm.regions {
+		delete(s.shm.regions, k)
 		s.retireRegion(r)
 	}
 }

@@ -78,10 +78,14 @@ func attachedClient(t *testing.T, caller, n int) (context.Context, *PSServer, *P
 func (s *PSServer) forgetRegions() {
 	s.shm.mu.Lock()
 	defer s.shm.mu.Unlock()
-	for k, r := range s.shm.regions {
-		delete(s.shm.regions, k)
-		s.retireRegion(r)
-	}
+	s.retireAll()
+}
+
+// current returns the client's region (nil when it has none).
+func (c *PSClient) current() *psRegion {
+	c.shm.mu.Lock()
+	defer c.shm.mu.Unlock()
+	return c.shm.cur
 }
 
 // A co-located client's calls through shared memory give the payload path's values bit for
@@ -292,9 +296,7 @@ func TestPSSharedMemoryBadPlaces(t *testing.T) {
 	needShm(t)
 	leakcheck.Check(t)
 	ctx, _, c := attachedClient(t, 5, 2048)
-	c.shm.mu.Lock()
-	r := c.shm.cur
-	c.shm.mu.Unlock()
+	r := c.current()
 	if r == nil {
 		t.Fatal("no region after a large read")
 	}
@@ -456,10 +458,7 @@ func TestPSSharedMemoryAbandonedCall(t *testing.T) {
 	if _, got, err := c.UpdateRead(ctx, "v", Update{Kind: UpdateAssign, Value: val}, nil); err != nil || !slices.Equal(got, val) {
 		t.Fatalf("the next call: %v", err)
 	}
-	c.shm.mu.Lock()
-	cur = c.shm.cur
-	c.shm.mu.Unlock()
-	if cur == nil || cur == old || s.mappedRegions() != 1 {
+	if cur = c.current(); cur == nil || cur == old || s.mappedRegions() != 1 {
 		t.Errorf("the next call did not offer a new region (mapped: %d)", s.mappedRegions())
 	}
 	c.release(old)
@@ -492,12 +491,7 @@ func TestPSSharedMemoryEvictsLeastRecentlyUsed(t *testing.T) {
 			t.Fatalf("client %d: UpdateRead: %v (or another value read back)", i, err)
 		}
 	}
-	region := func(i int) *psRegion {
-		c := clients[i]
-		c.shm.mu.Lock()
-		defer c.shm.mu.Unlock()
-		return c.shm.cur
-	}
+	region := func(i int) *psRegion { return clients[i].current() }
 	assign(0)
 	assign(1)
 	assign(0) // client 1's region is now the one used longest ago
