@@ -7,7 +7,8 @@
 //
 //	multiworker -workers 1   one worker, in this process
 //	multiworker -workers 2   two worker processes on loopback (cluster.Launch re-runs this
-//	                         binary as the tasks, with TF_CONFIG)
+//	                         binary as the tasks, with TF_CONFIG, each bound to its share
+//	                         of the CPUs; -nopin leaves them unbound)
 //
 // Every epoch of StepsPerEpoch(steps) is one timed window; the chief prints one JSON line
 // with the global samples/s of every window and the CPU other processes used meanwhile
@@ -48,8 +49,8 @@ const taskEnv = "GODIST_BENCH_MW_TASK"
 // .allocs, .trace).
 const profEnv = "GODIST_BENCH_MW_PROFILE"
 
-// balance is -balance.
-var balance bool
+// balance is -balance; noPin is -nopin.
+var balance, noPin bool
 
 func main() {
 	workers := flag.Int("workers", 1, "worker processes")
@@ -59,6 +60,7 @@ func main() {
 	batch := flag.Int("batch", 64, "per-worker batch size")
 	procs := flag.Int("procs", 1, "GOMAXPROCS of each worker (its kernels use one thread either way)")
 	flag.BoolVar(&balance, "balance", false, "keras.BalanceWorkers(true): split every global batch by the workers' speeds")
+	flag.BoolVar(&noPin, "nopin", false, "cluster.LaunchSpec.NoPinning: leave the workers free to run on any CPU")
 	flag.Parse()
 	if err := run(*workers, *windows, *steps, *warmup, *batch, *procs); err != nil {
 		fmt.Fprintln(os.Stderr, "multiworker:", err)
@@ -77,7 +79,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
-		return cluster.Launch(ctx, cluster.LaunchSpec{Workers: workers, Program: self, Args: os.Args[1:],
+		return cluster.Launch(ctx, cluster.LaunchSpec{Workers: workers, Program: self, Args: os.Args[1:], NoPinning: noPin,
 			Env: []string{taskEnv + "=1", fmt.Sprintf("GOMAXPROCS=%d", procs), "GODIST_KERNEL_THREADS=1", "OPENBLAS_NUM_THREADS=1"}, Output: chiefOnly{}})
 	}
 	if procs > 1 && os.Getenv("GODIST_KERNEL_THREADS") != "1" {

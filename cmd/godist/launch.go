@@ -20,7 +20,7 @@ func init() {
 func runLaunch(args []string) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: godist launch --workers N [--ps M] [--chief] [--slurm] [--host ADDR] -- program args\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: godist launch --workers N [--ps M] [--chief] [--slurm] [--host ADDR] [--no-pin] -- program args\n\n"+
 			"Starts the tasks of a job with their TF_CONFIG (or under srun with --slurm), prefixes\n"+
 			"each output line with its task, and stops the job when a task fails.")
 		fs.PrintDefaults()
@@ -30,6 +30,7 @@ func runLaunch(args []string) error {
 	chief := fs.Bool("chief", false, "add a chief task")
 	slurm := fs.Bool("slurm", false, "start the tasks through srun (inside a Slurm allocation)")
 	host := fs.String("host", "127.0.0.1", "address the local tasks listen on")
+	noPin := fs.Bool("no-pin", false, "leave every task free to run on any CPU (default: each chief and worker task bound to its share of them, in a job without ps tasks)")
 	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping tasks")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -45,7 +46,7 @@ func runLaunch(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return cluster.Launch(ctx, cluster.LaunchSpec{
-		Workers: *workers, PS: *ps, Chief: *chief, Slurm: *slurm, Host: *host, GracePeriod: *grace,
+		Workers: *workers, PS: *ps, Chief: *chief, Slurm: *slurm, Host: *host, GracePeriod: *grace, NoPinning: *noPin,
 		Program: rest[0], Args: rest[1:], Output: os.Stdout,
 	})
 }

@@ -41,6 +41,10 @@ type LaunchSpec struct {
 	Host string
 	// Token is the cluster token; "" makes a random one.
 	Token string
+	// NoPinning leaves every local task free to run on any CPU. By default, in a job without
+	// ps tasks, Launch binds each chief and worker task to its own share of the CPUs (as it
+	// shares out GOMAXPROCS), when there are at least as many CPUs as those tasks; see Launch.
+	NoPinning bool
 	// GracePeriod is how long a stopped task has between SIGTERM and SIGKILL; 0 means 3s.
 	GracePeriod time.Duration
 	// Events, if not nil, is told when each task starts and ends (from Launch's goroutine,
@@ -73,7 +77,11 @@ func (e *TaskError) Error() string { return fmt.Sprintf("cluster: task %s failed
 func (e *TaskError) Unwrap() error { return e.Err }
 
 // Launch runs a job and waits for it. Locally, every task gets its TF_CONFIG (free ports on
-// Host) and GODIST_CLUSTER_TOKEN; under Slurm, one srun starts them all. Every task's output
+// Host) and GODIST_CLUSTER_TOKEN, and the CPUs are shared out: each chief or worker task
+// gets GOMAXPROCS of its share of the cores (unless the environment sets GOMAXPROCS) and,
+// in a job without ps tasks, is bound to that share of the CPUs (unless spec.NoPinning),
+// so that workers in lockstep do not wait for a peer the scheduler moved onto a busy core.
+// Under Slurm, one srun starts them all. Every task's output
 // is streamed to spec.Output, each line prefixed by its task. The job succeeds when all the
 // chief and worker tasks exit 0 (ps tasks, which serve forever, are then stopped; in a
 // parameter-server job, with a chief and ps tasks, the workers serve too and only the chief
@@ -152,17 +160,24 @@ func launchLocal(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 		return err
 	}
 	var tasks []*runningTask
-	procs := coLocatedProcs(append(os.Environ(), spec.Env...), jobs, runtime.NumCPU())
+	cpus := allowedCPUs()
+	if cpus == nil { // unknown here: GOMAXPROCS from the count, no binding
+		for c := range runtime.NumCPU() {
+			cpus = append(cpus, c)
+		}
+		spec.NoPinning = true
+	}
+	where := coLocated(append(os.Environ(), spec.Env...), jobs, cpus, !spec.NoPinning)
 	for _, job := range sortedKeys(jobs) {
 		for i := range jobs[job] {
 			t := Task{job, i}
 			cfg := TFConfig{Cluster: cs, Task: t}
 			cmd := exec.Command(spec.Program, spec.Args...)
 			cmd.Env = append(append(os.Environ(), spec.Env...), "TF_CONFIG="+cfg.String(), TokenEnv+"="+spec.Token)
-			if procs[job] != "" {
-				cmd.Env = append(cmd.Env, "GOMAXPROCS="+procs[job])
+			if p := where[t].procs; p != "" {
+				cmd.Env = append(cmd.Env, "GOMAXPROCS="+p)
 			}
-			tasks = append(tasks, &runningTask{task: t, cmd: cmd, addr: addrs[job][i]})
+			tasks = append(tasks, &runningTask{task: t, cmd: cmd, addr: addrs[job][i], cpus: where[t].cpus})
 		}
 	}
 	return supervise(ctx, spec, tasks, out, func(rt *runningTask) *prefixWriter {
@@ -216,6 +231,7 @@ var srunLabel = regexp.MustCompile(`^\s*(\d+): ?(.*)$`)
 type runningTask struct {
 	task Task
 	addr string
+	cpus []int // bound to these CPUs; nil: any
 	cmd  *exec.Cmd
 	outs [2]*prefixWriter // stdout, stderr: each cut into lines on its own
 }
@@ -240,7 +256,7 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		rt.cmd.Stdout, rt.cmd.Stderr = rt.outs[0], rt.outs[1]
 		rt.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		rt.cmd.WaitDelay = time.Second
-		if err := rt.cmd.Start(); err != nil {
+		if err := startOn(rt.cmd, rt.cpus); err != nil {
 			stopAll(syscall.SIGKILL)
 			for range started {
 				<-results
@@ -370,30 +386,87 @@ func (p *prefixWriter) flush() {
 	}
 }
 
-// coLocatedProcs returns the GOMAXPROCS each job's tasks get when they all run on this machine:
-// the cores shared out among the compute tasks (chief, workers, evaluator), at least one each,
-// and one for each ps task, whose work is light. Goroutines of co-located tasks otherwise
-// compete for every core, and measured training throughput drops. Nothing is set when the
-// environment already names GOMAXPROCS.
-func coLocatedProcs(env []string, jobs map[string]int, cpus int) map[string]string {
+// placement is where a local task runs.
+type placement struct {
+	procs string // GOMAXPROCS to set; "" leaves the environment's
+	cpus  []int  // the CPUs the task is bound to; nil: any
+}
+
+// coLocated returns where every task of jobs runs when they all run on this machine, whose
+// CPUs this process may use are cpus.
+//
+// GOMAXPROCS: the cores are shared out among the compute tasks (chief, workers), at least
+// one each, and each ps task, whose work is light, gets one. Goroutines of co-located tasks
+// otherwise compete for every core, and measured training throughput drops. Nothing is
+// set when the environment already names GOMAXPROCS.
+//
+// CPUs, when pin is true: in a job without ps tasks whose compute tasks are no more than
+// the CPUs, each compute task is bound to its own share of them (consecutive CPUs, in task
+// order), provided its GOMAXPROCS fits that share. Unbound, the kernel's scheduler moves
+// workers between cores whenever one waits for its peers at an all-reduce, and may wake
+// one onto the core its peer is running on: 2 MultiWorkerMirrored workers on 2 cores,
+// interleaved, trained 0.89 of the co-located bound and 0.85 unbound (medians of 6
+// rounds, bench/RESULTS.md "2026-11-27 03:25Z"). A ps job is left unbound: its ps tasks
+// need cycles on the workers' cores.
+func coLocated(env []string, jobs map[string]int, cpus []int, pin bool) map[Task]placement {
+	userProcs := 0 // GOMAXPROCS from the environment (the last one given wins, as in exec)
 	for _, kv := range env {
-		if strings.HasPrefix(kv, "GOMAXPROCS=") {
-			return nil
+		if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+			userProcs = -1
+			if n, err := strconv.Atoi(v); err == nil && n > 0 {
+				userProcs = n
+			}
 		}
 	}
 	compute := 0
 	for job, n := range jobs {
-		if job != "ps" {
+		if job != PS {
 			compute += n
 		}
 	}
-	out := map[string]string{}
-	for job := range jobs {
-		if job == "ps" {
-			out[job] = "1"
-			continue
+	share := max(1, len(cpus)/max(1, compute))
+	procs := userProcs
+	if userProcs == 0 {
+		procs = share
+	}
+	bind := pin && jobs[PS] == 0 && compute <= len(cpus) && procs > 0 && procs <= share
+	out := map[Task]placement{}
+	next := 0
+	for _, job := range sortedKeys(jobs) {
+		for i := range jobs[job] {
+			var p placement
+			if userProcs == 0 {
+				p.procs = strconv.Itoa(share)
+				if job == PS {
+					p.procs = "1"
+				}
+			}
+			if bind && job != PS {
+				p.cpus = cpus[next*share : (next+1)*share]
+				next++
+			}
+			out[Task{job, i}] = p
 		}
-		out[job] = strconv.Itoa(max(1, cpus/max(1, compute)))
 	}
 	return out
+}
+
+// cpuList writes cpus as Linux does (Cpus_allowed_list): ranges and single CPUs, "0-3,6".
+func cpuList(cpus []int) string {
+	var b strings.Builder
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if b.Len() > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.Itoa(cpus[i]))
+		if j > i {
+			b.WriteString("-" + strconv.Itoa(cpus[j]))
+		}
+		i = j + 1
+	}
+	return b.String()
 }

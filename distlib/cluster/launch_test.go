@@ -35,6 +35,9 @@ func TestMain(m *testing.M) {
 // helper is one task: it prints its TF_CONFIG, then all-reduces over the cluster's transport.
 func helper(mode string) error {
 	fmt.Println("TF_CONFIG=" + os.Getenv("TF_CONFIG"))
+	if mode == "cpus" {
+		return printCPUs()
+	}
 	r, err := NewTFConfigClusterResolver()
 	if err != nil {
 		return err
@@ -66,6 +69,33 @@ func helper(mode string) error {
 	if err := collective.Barrier(ctx, s.Transport()); err != nil {
 		return err
 	}
+	return nil
+}
+
+// printCPUs prints "cpus=LIST" with the CPUs every thread of this process may run on
+// (Linux's Cpus_allowed_list), or an error if the threads differ.
+func printCPUs() error {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	var lists []string
+	for _, task := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + task.Name() + "/status")
+		if err != nil {
+			return err
+		}
+		m := regexp.MustCompile(`(?m)^Cpus_allowed_list:\s*(\S+)$`).FindSubmatch(b)
+		if m == nil {
+			return fmt.Errorf("no Cpus_allowed_list in /proc/self/task/%s/status", task.Name())
+		}
+		lists = append(lists, string(m[1]))
+	}
+	sort.Strings(lists)
+	if lists[0] != lists[len(lists)-1] {
+		return fmt.Errorf("threads bound differently: %v", lists)
+	}
+	fmt.Printf("cpus=%s threads=%d\n", lists[0], len(lists))
 	return nil
 }
 
