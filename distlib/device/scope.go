@@ -1,9 +1,10 @@
 package device
 
 import (
-	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"godist/internal/goid"
 )
 
 // Device scopes are per goroutine, like TensorFlow's per-thread device stack: a replica
@@ -26,7 +27,7 @@ func (s *scopeTable) reset() {
 }
 
 func (s *scopeTable) push(name string) uint64 {
-	id := goid()
+	id := goid.Get()
 	s.mu.Lock()
 	s.stacks[id] = append(s.stacks[id], name)
 	s.mu.Unlock()
@@ -81,7 +82,7 @@ func Current() string {
 	if scopes.active.Load() == 0 {
 		return ""
 	}
-	id := goid()
+	id := goid.Get()
 	scopes.mu.Lock()
 	defer scopes.mu.Unlock()
 	st := scopes.stacks[id]
@@ -104,23 +105,3 @@ func Placement(inputDevice string) string {
 	return Default()
 }
 
-// goid returns the calling goroutine's id, parsed from runtime.Stack's header
-// "goroutine 123 [running]:".
-func goid() uint64 {
-	var buf [64]byte
-	n := runtime.Stack(buf[:], false)
-	b := buf[:n]
-	const prefix = "goroutine "
-	if len(b) < len(prefix) {
-		return 0
-	}
-	b = b[len(prefix):]
-	var id uint64
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
-}
