@@ -405,9 +405,9 @@ type placement struct {
 // order), provided its GOMAXPROCS fits that share. Unbound, the kernel's scheduler moves
 // workers between cores whenever one waits for its peers at an all-reduce, and may wake
 // one onto the core its peer is running on: 2 MultiWorkerMirrored workers on 2 cores,
-// interleaved, trained 0.89 of the co-located bound and 0.85 unbound (medians of 6
-// rounds, bench/RESULTS.md "2026-11-27 03:25Z"). A ps job is left unbound: its ps tasks
-// need cycles on the workers' cores.
+// interleaved, trained 0.885 of the co-located bound and 0.845 unbound (medians of
+// 30 rounds, bench/RESULTS.md "2026-11-27 03:25-03:45Z"). A ps job is left unbound: its
+// ps tasks need cycles on the workers' cores.
 func coLocated(env []string, jobs map[string]int, cpus []int, pin bool) map[Task]placement {
 	userProcs := 0 // GOMAXPROCS from the environment (the last one given wins, as in exec)
 	for _, kv := range env {
@@ -449,24 +449,4 @@ func coLocated(env []string, jobs map[string]int, cpus []int, pin bool) map[Task
 		}
 	}
 	return out
-}
-
-// cpuList writes cpus as Linux does (Cpus_allowed_list): ranges and single CPUs, "0-3,6".
-func cpuList(cpus []int) string {
-	var b strings.Builder
-	for i := 0; i < len(cpus); {
-		j := i
-		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
-			j++
-		}
-		if b.Len() > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(strconv.Itoa(cpus[i]))
-		if j > i {
-			b.WriteString("-" + strconv.Itoa(cpus[j]))
-		}
-		i = j + 1
-	}
-	return b.String()
 }

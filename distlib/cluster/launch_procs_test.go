@@ -51,14 +51,3 @@ func TestCoLocated(t *testing.T) {
 		})
 	}
 }
-
-func TestCPUList(t *testing.T) {
-	for _, tt := range []struct {
-		cpus []int
-		want string
-	}{{nil, ""}, {[]int{0}, "0"}, {[]int{0, 1, 2, 3}, "0-3"}, {[]int{0, 2, 3, 4, 7}, "0,2-4,7"}} {
-		if got := cpuList(tt.cpus); got != tt.want {
-			t.Errorf("cpuList(%v) = %q, want %q", tt.cpus, got, tt.want)
-		}
-	}
-}

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"fmt"
 	"os/exec"
 	"runtime"
 
@@ -40,10 +39,9 @@ func startOn(cmd *exec.Cmd, cpus []int) error {
 		for _, c := range cpus {
 			set.Set(c)
 		}
-		if err := unix.SchedSetaffinity(0, &set); err != nil {
-			errc <- fmt.Errorf("bind to CPUs %s: %w", cpuList(cpus), err)
-			return
-		}
+		// Binding is an optimization: where it is refused (a seccomp profile, CPUs taken
+		// away meanwhile), the task starts unbound, on this thread's unchanged mask.
+		_ = unix.SchedSetaffinity(0, &set)
 		errc <- cmd.Start()
 	}()
 	return <-errc
