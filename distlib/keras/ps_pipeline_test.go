@@ -10,13 +10,17 @@ import (
 )
 
 // Fit under ParameterServerStrategy, synchronous (the default) and pipelined, trains the
-// MNIST model to about the accuracy of one process. The pipelined steps read variables
-// up to one step stale, which costs some accuracy after one epoch, more with two workers
-// pushing asynchronously: a worker the scheduler starves computes on values the other has
-// moved on from. Measured against one process's 0.914 (2026-11-27): pipelined 0.86-0.91,
-// pipelined with 2 ps 0.84-0.89 in 34 runs (10 of them with both cores kept busy), and
-// 0.813 once in CI, beside other test binaries. So the pipelined runs are held to at least
-// 0.8, with a band of 0.12; the synchronous ones to a band of 0.05.
+// MNIST model to about the accuracy of one process (0.914 after one epoch).
+//
+// With one worker, the pipelined steps read variables exactly one step stale, and training
+// is deterministic: 0.906 in 24 runs of 24, idle or with both cores kept busy (2026-11-27).
+// With two workers, the pushes of the two are asynchronous, as in TensorFlow: a worker the
+// scheduler starves computes on values the other has moved on from, by as many steps as
+// the other took meanwhile. Synchronous, that costs little (0.885-0.922 in 24 runs); pipelined,
+// each worker is also a step behind itself, and accuracy after one epoch spread over
+// 0.795-0.907 in 24 runs and fell to 0.771 once in CI beside other test binaries. So that
+// case is held to having trained (at least 0.6; chance is 0.1) and to its exactly-once
+// count, and the pipeline's accuracy to the one-worker case's band.
 func TestPSFitPipelineAccuracy(t *testing.T) {
 	train, test := mnistSmall(t)
 	SetRandomSeed(1)
@@ -24,26 +28,31 @@ func TestPSFitPipelineAccuracy(t *testing.T) {
 	local.Fit(train, Epochs(1), Verbose(0))
 	want := local.Evaluate(test, Verbose(0))["accuracy"]
 	for _, tt := range []struct {
-		name string
-		nps  int
-		opts []Option
-		band float64
+		name         string
+		nps, workers int
+		opts         []Option
+		band         float64 // of one process's accuracy; 0: only the floor
 	}{
-		{"default", 1, nil, 0.05},
-		{"synchronous 2 ps", 2, []Option{PSPipeline(false)}, 0.05},
-		{"pipelined", 1, []Option{PSPipeline(true)}, 0.12},
-		{"pipelined 2 ps", 2, []Option{PSPipeline(true)}, 0.12},
+		{"default", 1, 2, nil, 0.05},
+		{"synchronous 2 ps", 2, 2, []Option{PSPipeline(false)}, 0.05},
+		{"pipelined", 1, 1, []Option{PSPipeline(true)}, 0.05},
+		{"pipelined 2 ps", 2, 1, []Option{PSPipeline(true)}, 0.05},
+		{"pipelined 2 workers", 1, 2, []Option{PSPipeline(true)}, 0},
+		{"pipelined 2 workers 2 ps", 2, 2, []Option{PSPipeline(true)}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s, servers := psStrategy(t, tt.nps, 2, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(tt.nps)))
+			s, servers := psStrategy(t, tt.nps, tt.workers, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(tt.nps)))
 			SetRandomSeed(1)
 			var m *Model
 			s.Scope(func() { m = mnistModel() })
 			h := m.Fit(train, optionArgs(append([]Option{Epochs(1), Verbose(0), StepsPerExecution(4)}, tt.opts...))...)
 			got := m.Evaluate(test, Verbose(0))["accuracy"]
 			t.Logf("accuracy: one process %.3f, %s %.3f", want, tt.name, got)
-			if got < 0.8 || math.Abs(got-want) > tt.band {
-				t.Errorf("accuracy %s = %.3f, want >= 0.8 and within %.2f of one process's %.3f", tt.name, got, tt.band, want)
+			switch {
+			case tt.band == 0 && got < 0.6:
+				t.Errorf("accuracy %s = %.3f, want >= 0.6 (one process: %.3f)", tt.name, got, want)
+			case tt.band > 0 && math.Abs(got-want) > tt.band:
+				t.Errorf("accuracy %s = %.3f, want within %.2f of one process's %.3f", tt.name, got, tt.band, want)
 			}
 			// Every batch's gradients were applied exactly once per variable shard (no
 			// duplicates without failures, none lost to the pipeline).

@@ -15,6 +15,7 @@ package goid
 
 import (
 	"runtime"
+	"slices"
 	"sync"
 	"unsafe"
 )
@@ -90,7 +91,7 @@ func matches(in []int) []int {
 	}
 	var out []int
 	for off := 0; off < scanBytes; off += 8 {
-		if in != nil && !contains(in, off) {
+		if in != nil && !slices.Contains(in, off) {
 			continue
 		}
 		if *(*uint64)(unsafe.Add(g, off)) == id {
@@ -101,13 +102,4 @@ func matches(in []int) []int {
 		out = []int{}
 	}
 	return out
-}
-
-func contains(s []int, v int) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
