@@ -35,7 +35,7 @@ import (
 func init() {
 	register("worker-cell", "interpret a Go notebook cell (a file, or - for stdin) as one task of a cluster; %%distributed starts these", runWorkerCell)
 	interp.RegisterCellMagic("distributed", distributedMagic)
-	interp.DescribeMagic("%%distributed", "%%distributed [--workers N] [--timeout D] runs the cell's Go code on N worker processes (TF_CONFIG set) and shows their prefixed output")
+	interp.DescribeMagic("%%distributed", "%%distributed [--workers N] [--timeout D] [--no-pin] runs the cell's Go code on N worker processes (TF_CONFIG set, each bound to its share of the CPUs unless --no-pin) and shows their prefixed output")
 }
 
 // stdOutput is an interp.Output that writes a cell's output to the process's stdout and
@@ -121,6 +121,7 @@ func runWorkerCell(args []string) error {
 type distributedArgs struct {
 	workers int
 	timeout time.Duration
+	noPin   bool
 }
 
 func parseDistributedArgs(line string) (distributedArgs, error) {
@@ -129,11 +130,12 @@ func parseDistributedArgs(line string) (distributedArgs, error) {
 	fs.SetOutput(io.Discard)
 	fs.IntVar(&a.workers, "workers", 2, "number of worker processes")
 	fs.DurationVar(&a.timeout, "timeout", 0, "stop the workers after this long (0: no limit)")
+	fs.BoolVar(&a.noPin, "no-pin", false, "leave the workers free to run on any CPU (default: each bound to its share of them)")
 	if err := fs.Parse(strings.Fields(line)); err != nil {
-		return a, fmt.Errorf("%%%%distributed %s: %v (usage: %%%%distributed [--workers N] [--timeout 5m])", line, err)
+		return a, fmt.Errorf("%%%%distributed %s: %v (usage: %%%%distributed [--workers N] [--timeout 5m] [--no-pin])", line, err)
 	}
 	if fs.NArg() > 0 {
-		return a, fmt.Errorf("%%%%distributed: unexpected argument %q (usage: %%%%distributed [--workers N] [--timeout 5m])", fs.Arg(0))
+		return a, fmt.Errorf("%%%%distributed: unexpected argument %q (usage: %%%%distributed [--workers N] [--timeout 5m] [--no-pin])", fs.Arg(0))
 	}
 	if a.workers < 1 || a.workers > 64 {
 		return a, fmt.Errorf("%%%%distributed --workers %d: want 1 to 64 workers", a.workers)
@@ -236,7 +238,7 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 	w := &cellWriter{m: m, panel: panel, errs: map[string][]string{}}
 	err = cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: a.workers, Program: bin, Args: []string{"worker-cell", file},
-		Output: w, GracePeriod: 2 * time.Second, Env: []string{widgets.PanelEnv + "=1"},
+		Output: w, GracePeriod: 2 * time.Second, Env: []string{widgets.PanelEnv + "=1"}, NoPinning: a.noPin,
 		Events: func(ev cluster.TaskEvent) { panel.Update(ev.PanelEvent()) },
 	})
 	w.flush()

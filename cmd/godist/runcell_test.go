@@ -40,16 +40,18 @@ func TestParseDistributedArgs(t *testing.T) {
 		in      string
 		workers int
 		timeout time.Duration
+		noPin   bool
 		err     string
 	}{
-		{"", 2, 0, ""},
-		{"--workers 3", 3, 0, ""},
-		{"--workers=4 --timeout 1m", 4, time.Minute, ""},
-		{"--workers 0", 0, 0, "want 1 to 64"},
-		{"--workers two", 0, 0, "invalid value"},
-		{"--timeout -1s", 0, 0, "negative"},
-		{"extra", 0, 0, `unexpected argument "extra"`},
-		{"--gpus 2", 0, 0, "not defined"},
+		{"", 2, 0, false, ""},
+		{"--workers 3", 3, 0, false, ""},
+		{"--workers=4 --timeout 1m", 4, time.Minute, false, ""},
+		{"--workers 2 --no-pin", 2, 0, true, ""},
+		{"--workers 0", 0, 0, false, "want 1 to 64"},
+		{"--workers two", 0, 0, false, "invalid value"},
+		{"--timeout -1s", 0, 0, false, "negative"},
+		{"extra", 0, 0, false, `unexpected argument "extra"`},
+		{"--gpus 2", 0, 0, false, "not defined"},
 	} {
 		a, err := parseDistributedArgs(tc.in)
 		if tc.err != "" {
@@ -58,8 +60,8 @@ func TestParseDistributedArgs(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || a.workers != tc.workers || a.timeout != tc.timeout {
-			t.Errorf("parseDistributedArgs(%q) = %+v, %v; want %d workers, timeout %v", tc.in, a, err, tc.workers, tc.timeout)
+		if err != nil || a.workers != tc.workers || a.timeout != tc.timeout || a.noPin != tc.noPin {
+			t.Errorf("parseDistributedArgs(%q) = %+v, %v; want %d workers, timeout %v, no-pin %v", tc.in, a, err, tc.workers, tc.timeout, tc.noPin)
 		}
 	}
 }
