@@ -8,6 +8,7 @@ import (
 
 	"godist/distlib/device"
 	"godist/distlib/tensor"
+	"godist/internal/simd"
 )
 
 // CrossDeviceOps reduces tensors across the replicas' devices, like
@@ -324,10 +325,7 @@ func reduceBroadcast(op ReduceOp, perReplica [][]*tensor.Tensor, devices []strin
 			dst := bufs[0][lo:hi]
 			copy(dst, srcs[0][lo:hi])
 			for r := 1; r < n; r++ {
-				src := srcs[r][lo:hi]
-				for k, v := range src {
-					dst[k] += v
-				}
+				simd.AddTo(dst, srcs[r][lo:hi])
 			}
 			if scale != 1 {
 				for k := range dst {
@@ -375,9 +373,7 @@ func sumLists(perReplica [][]*tensor.Tensor) [][]float32 {
 	for i := 0; i < m; i++ {
 		acc := append([]float32(nil), perReplica[0][i].Data()...)
 		for r := 1; r < len(perReplica); r++ {
-			for k, v := range perReplica[r][i].Data() {
-				acc[k] += v
-			}
+			simd.AddTo(acc, perReplica[r][i].Data())
 		}
 		out[i] = acc
 	}
