@@ -161,13 +161,13 @@ func launchLocal(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 	}
 	var tasks []*runningTask
 	cpus := allowedCPUs()
-	if cpus == nil { // unknown here: GOMAXPROCS from the count, no binding
+	known := cpus != nil
+	if !known { // GOMAXPROCS from the count, no binding
 		for c := range runtime.NumCPU() {
 			cpus = append(cpus, c)
 		}
-		spec.NoPinning = true
 	}
-	where := coLocated(append(os.Environ(), spec.Env...), jobs, cpus, !spec.NoPinning)
+	where := coLocated(append(os.Environ(), spec.Env...), jobs, cpus, known && !spec.NoPinning)
 	for _, job := range sortedKeys(jobs) {
 		for i := range jobs[job] {
 			t := Task{job, i}

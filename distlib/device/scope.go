@@ -13,7 +13,7 @@ import (
 
 type scopeTable struct {
 	active atomic.Int64 // number of open scopes in all goroutines; 0 makes Current free
-	mu     sync.Mutex
+	mu     sync.RWMutex // Current, on every op of every replica, only reads
 	stacks map[uint64][]string
 }
 
@@ -83,8 +83,8 @@ func Current() string {
 		return ""
 	}
 	id := goid.Get()
-	scopes.mu.Lock()
-	defer scopes.mu.Unlock()
+	scopes.mu.RLock()
+	defer scopes.mu.RUnlock()
 	st := scopes.stacks[id]
 	if len(st) == 0 {
 		return ""
@@ -104,4 +104,3 @@ func Placement(inputDevice string) string {
 	}
 	return Default()
 }
-

@@ -19,31 +19,6 @@ import (
 	"godist/internal/leakcheck"
 )
 
-func startPSWith(t *testing.T, opts PSServerOptions) *PSServer {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewPSServer(lis, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s
-}
-
-func dialPSWith(t *testing.T, s *PSServer, opts PSClientOptions) *PSClient {
-	t.Helper()
-	opts.Timeout = 5 * time.Second
-	c, err := DialPS(s.Addr().String(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 func randFloats(r *rand.Rand, n int) []float32 {
 	v := make([]float32, n)
 	for i := range v {

@@ -16,11 +16,21 @@ import (
 
 func startPS(t *testing.T, token string) *PSServer {
 	t.Helper()
+	return startPSWith(t, PSServerOptions{Token: token, Task: 0})
+}
+
+func dialPS(t *testing.T, s *PSServer, token string, caller int) *PSClient {
+	t.Helper()
+	return dialPSWith(t, s, PSClientOptions{Token: token, Caller: caller})
+}
+
+func startPSWith(t *testing.T, opts PSServerOptions) *PSServer {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewPSServer(lis, PSServerOptions{Token: token, Task: 0})
+	s, err := NewPSServer(lis, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,9 +38,10 @@ func startPS(t *testing.T, token string) *PSServer {
 	return s
 }
 
-func dialPS(t *testing.T, s *PSServer, token string, caller int) *PSClient {
+func dialPSWith(t *testing.T, s *PSServer, opts PSClientOptions) *PSClient {
 	t.Helper()
-	c, err := DialPS(s.Addr().String(), PSClientOptions{Token: token, Caller: caller, Timeout: 5 * time.Second})
+	opts.Timeout = 5 * time.Second
+	c, err := DialPS(s.Addr().String(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
