@@ -34,6 +34,7 @@ type LaunchSpec struct {
 	Slurm    bool
 	SrunArgs []string // extra srun arguments, before the program
 	// Output receives every task's output, line by line, prefixed "[worker 0] "; nil: os.Stdout.
+	// A task's stdout and stderr share one pipe, so its lines keep the order it wrote them in.
 	Output io.Writer
 	// Env is added to every task's environment (after os.Environ()).
 	Env []string
@@ -233,7 +234,10 @@ type runningTask struct {
 	addr string
 	cpus []int // bound to these CPUs; nil: any
 	cmd  *exec.Cmd
-	outs [2]*prefixWriter // stdout, stderr: each cut into lines on its own
+	// out is the task's stdout and stderr as one pipe, so that its lines arrive in the
+	// order the task wrote them (two pipes read by two goroutines would let a panic on
+	// stderr overtake the lines printed before it).
+	out *prefixWriter
 }
 
 type result struct {
@@ -252,8 +256,8 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		}
 	}
 	for _, rt := range tasks {
-		rt.outs = [2]*prefixWriter{writer(rt), writer(rt)}
-		rt.cmd.Stdout, rt.cmd.Stderr = rt.outs[0], rt.outs[1]
+		rt.out = writer(rt)
+		rt.cmd.Stdout, rt.cmd.Stderr = rt.out, rt.out // the same writer: os/exec gives the child one pipe
 		rt.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		rt.cmd.WaitDelay = time.Second
 		if err := startOn(rt.cmd, rt.cpus); err != nil {
@@ -297,8 +301,7 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		select {
 		case r := <-results:
 			delete(pending, r.rt)
-			r.rt.outs[0].flush()
-			r.rt.outs[1].flush()
+			r.rt.out.flush()
 			if !serves(r.rt.task) {
 				needed--
 			}

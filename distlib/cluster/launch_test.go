@@ -38,14 +38,25 @@ func helper(mode string) error {
 	if mode == "cpus" {
 		return printCPUs()
 	}
+	if mode == "interleave" { // lines to stdout and stderr in turn
+		for i := range interleaved {
+			w := os.Stdout
+			if i%2 == 1 {
+				w = os.Stderr
+			}
+			fmt.Fprintf(w, "line %d\n", i)
+		}
+		return nil
+	}
 	r, err := NewTFConfigClusterResolver()
 	if err != nil {
 		return err
 	}
 	if mode == "fail" {
-		if r.TaskID() == 1 {
+		if r.TaskID() == 1 { // a message on stderr, then a last line without its newline
+			fmt.Fprintln(os.Stderr, "helper: task 1 fails on purpose")
 			fmt.Print("boom, no newline")
-			return errors.New("task 1 fails on purpose")
+			os.Exit(3)
 		}
 		time.Sleep(time.Minute) // must be stopped by the launcher
 		return nil
@@ -97,6 +108,39 @@ func printCPUs() error {
 	}
 	fmt.Printf("cpus=%s threads=%d\n", lists[0], len(lists))
 	return nil
+}
+
+const interleaved = 400
+
+// TestLaunchKeepsLineOrder: a task's lines reach the output in the order it wrote them,
+// whichever of stdout and stderr each went to (a panic's message on stderr must come after
+// what the task printed before it).
+func TestLaunchKeepsLineOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Launch(ctx, LaunchSpec{Workers: 1, Program: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{helperEnv + "=interleave"}, Output: &out, GracePeriod: time.Second})
+	if err != nil {
+		t.Fatalf("Launch = %v\n%s", err, out.String())
+	}
+	next := 0
+	for _, line := range strings.Split(out.String(), "\n") {
+		rest, ok := strings.CutPrefix(line, "[worker 0] line ")
+		if !ok {
+			continue
+		}
+		if want := fmt.Sprint(next); rest != want {
+			t.Fatalf("line %s came where line %s was due:\n%s", rest, want, out.String())
+		}
+		next++
+	}
+	if next != interleaved {
+		t.Fatalf("%d of %d lines arrived:\n%s", next, interleaved, out.String())
+	}
 }
 
 func TestLaunch(t *testing.T) {
@@ -183,10 +227,11 @@ func TestLaunchFailingTask(t *testing.T) {
 	if d := time.Since(start); d > 15*time.Second {
 		t.Errorf("the job took %v to stop after a task failed", d)
 	}
-	for _, w := range []string{"[worker 1] boom, no newline\n", "[worker 1] helper: task 1 fails on purpose\n", "[launch] task worker 1 failed"} {
-		if !strings.Contains(out.String(), w) {
-			t.Errorf("output lacks %q:\n%s", w, out.String())
-		}
+	if w := "[worker 1] helper: task 1 fails on purpose\n[worker 1] boom, no newline\n"; !strings.Contains(out.String(), w) {
+		t.Errorf("output lacks %q:\n%s", w, out.String())
+	}
+	if w := "[launch] task worker 1 failed"; !strings.Contains(out.String(), w) {
+		t.Errorf("output lacks %q:\n%s", w, out.String())
 	}
 }
 
