@@ -279,6 +279,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		replicaVars[r] = m.variables(m.copyFor(r), true)
 	}
 	bufs := m.gradBuffers(replicaVars)
+	reuse := m.stepReuse(local)
 	err = m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
 		c := m.copyFor(r)
 		xs, ys := shards[r][0].To(devs[r]), shards[r][1].To(devs[r])
@@ -293,7 +294,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 			return nil
 		}
 		tape := tensor.NewGradientTape()
-		pred := m.forwardRead(c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue)
+		pred := m.forwardRead(c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue, reuse[r])
 		perEx := m.loss.PerExample(ys, pred)
 		st := m.shardStats(metrics, ys, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(stepValuesOf(m.vars[c])), st, globalBatch)
@@ -354,6 +355,26 @@ func (m *Model) gradBuffers(replicaVars [][]*tensor.Variable) [][][]float32 {
 		}
 	}
 	return m.grads
+}
+
+// stepReuse returns, for each of the replicas, one tensor.Reuse per layer: the storage
+// of the outputs that only the step reads (applyLayers), kept from step to step. A step's
+// tensors are all dead once it is over: its tape is gone, and what it hands on (the
+// gradients, the statistics) is in storage of its own. The last step's storage lives as
+// long as the model.
+func (m *Model) stepReuse(replicas int) [][]*tensor.Reuse {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(m.reuse) != replicas || len(m.reuse[0]) != len(m.layers) {
+		m.reuse = make([][]*tensor.Reuse, replicas)
+		for r := range m.reuse {
+			m.reuse[r] = make([]*tensor.Reuse, len(m.layers))
+			for i := range m.reuse[r] {
+				m.reuse[r][i] = new(tensor.Reuse)
+			}
+		}
+	}
+	return m.reuse
 }
 
 // testStep evaluates one global batch through the strategy.

@@ -55,10 +55,11 @@ type Model struct {
 	frozen  bool // SetTrainable(false) (trainable.go)
 	fitting bool // a Fit runs: the trainable set is fixed until it ends
 
-	step   int64         // training steps taken, drives dropout seeds
-	grads  [][][]float32 // each replica's gradient buffers, kept from step to step (fit.go)
-	mw     multiWorker   // training across workers (multiworker.go)
-	stdout io.Writer     // where text goes; nil: os.Stdout at the time of writing
+	step   int64             // training steps taken, drives dropout seeds
+	grads  [][][]float32     // each replica's gradient buffers, kept from step to step (fit.go)
+	reuse  [][]*tensor.Reuse // each replica's output storage per layer, kept from step to step (fit.go)
+	mw     multiWorker       // training across workers (multiworker.go)
+	stdout io.Writer         // where text goes; nil: os.Stdout at the time of writing
 	mu     sync.Mutex
 }
 
@@ -347,30 +348,31 @@ func (m *Model) copyOnDevice(dev string) int {
 
 // forward runs the layers with variable copy c.
 func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
-	return m.forwardRead(c, x, training, stepSeed, (*tensor.Variable).Value)
+	return m.forwardRead(c, x, training, stepSeed, (*tensor.Variable).Value, nil)
 }
 
 // forwardRead is forward reading the variables with read: Value, or StepValue in a
-// training step (see stepValuesOf).
-func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uint64, read func(*tensor.Variable) *tensor.Tensor) *tensor.Tensor {
+// training step (see stepValuesOf); reuse as in applyLayers.
+func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
 	if m.engine != nil {
 		return m.meshForward(x, training, stepSeed)
 	}
-	return m.forwardVals(readValues(m.vars[c], read), x, training, stepSeed)
+	return m.forwardVals(readValues(m.vars[c], read), x, training, stepSeed, reuse)
 }
 
-// forwardVals runs the layers with the given values of the variables (one per parameter).
-func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+// forwardVals runs the layers with the given values of the variables (one per parameter);
+// reuse as in applyLayers.
+func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bool, stepSeed uint64, reuse []*tensor.Reuse) *tensor.Tensor {
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
 	return m.applyLayers(x, 0, len(m.layers), func(i int) []*tensor.Tensor {
 		r := m.paramRange[i]
 		return vals[r[0]:r[1]]
-	}, training, stepSeed)
+	}, training, stepSeed, reuse)
 }
 
 // applyLayers runs layers first..end-1 on x, layer i with the parameter values valsOf(i):
@@ -378,12 +380,21 @@ func (m *Model) forwardVals(vals []*tensor.Tensor, x *tensor.Tensor, training bo
 // the ps workers). Two layers one op computes together (a convolution with its ReLU and the
 // max pool after it, layers.FusedForward) run as that op: the intermediate output is never
 // made.
-func (m *Model) applyLayers(x *tensor.Tensor, first, end int, valsOf func(i int) []*tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+//
+// reuse (one per layer, or nil) is given by a training step whose tensors are all dead
+// when the step is over (Fit's, see stepReuse): the fused op then writes its output into
+// the storage of the previous step's (tensor.Reuse) when only the step reads it
+// (layers.OutputReusable).
+func (m *Model) applyLayers(x *tensor.Tensor, first, end int, valsOf func(i int) []*tensor.Tensor, training bool, stepSeed uint64, reuse []*tensor.Reuse) *tensor.Tensor {
 	for i := first; i < end; i++ {
 		l := m.layers[i]
 		if i+1 < end && m.paramRange[i+1][0] == m.paramRange[i+1][1] {
 			if f := layers.FusedForward(l, m.layers[i+1]); f != nil {
-				x = f(x, valsOf(i))
+				var r *tensor.Reuse
+				if reuse != nil && layers.OutputReusable(m.layers, i+1) {
+					r = reuse[i]
+				}
+				x = f(x, valsOf(i), r)
 				i++
 				continue
 			}
@@ -416,7 +427,7 @@ func (m *Model) Call(x *tensor.Tensor, training bool) *tensor.Tensor {
 		// The variables live on the parameter servers: compute with their current values
 		// (read for this call: concurrent steps on the workers each use their own read),
 		// differentiable with respect to TrainableVariables.
-		return m.forwardVals(m.psRead(st), x, training, seed)
+		return m.forwardVals(m.psRead(st), x, training, seed, nil)
 	}
 	return m.forward(m.currentCopy(x.Device()), x, training, seed)
 }

@@ -431,6 +431,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 			}
 		}
 	}
+	reuse := m.stepReuse(1)[0]
 	tape := tensor.NewGradientTape()
 	if len(segs) > 1 {
 		tape = tensor.NewPersistentGradientTape()
@@ -444,7 +445,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 		s.in = h
 		h = m.applyLayers(h, s.first, s.end, func(i int) []*tensor.Tensor {
 			return stepValuesOf(all[m.paramRange[i][0]:m.paramRange[i][1]])
-		}, true, stepSeed)
+		}, true, stepSeed, reuse)
 		s.out = h
 	}
 	pred := h

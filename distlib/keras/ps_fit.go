@@ -381,7 +381,7 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 		x, y := el[0], el[1]
 		vals := state.reads(state.vals[use])
 		tape := tensor.NewGradientTape()
-		pred := m.forwardVals(vals, x, true, seeds[k])
+		pred := m.forwardVals(vals, x, true, seeds[k], nil)
 		perEx := m.loss.PerExample(y, pred)
 		st := m.shardStats(metrics, y, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(vals), st, x.Shape()[0])

@@ -70,7 +70,7 @@ func (m *Model) psTrainRef(w *distribute.WorkerContext, svars, strain []*distrib
 		}
 		x, y := el[0], el[1]
 		tape := tensor.NewGradientTape()
-		pred := m.forwardVals(valuesOf(vars), x, true, seeds[k])
+		pred := m.forwardVals(valuesOf(vars), x, true, seeds[k], nil)
 		perEx := m.loss.PerExample(y, pred)
 		st := m.shardStats(metrics, y, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(valuesOf(vars)), st, x.Shape()[0])

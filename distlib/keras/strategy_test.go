@@ -186,3 +186,58 @@ func TestCustomLoopUnderMirroredMatchesFit(t *testing.T) {
 		}
 	}
 }
+
+// TestFitReusedOutputsMatchFresh: Fit keeps a convolution layer's pooled output in storage
+// reused from step to step (Model.stepReuse); the weights it trains are those of the same
+// Fit with fresh storage at every step, bit for bit, on one replica and on two (each with
+// its own storage), over batches of 8 and a last one of 4.
+func TestFitReusedOutputsMatchFresh(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	n := 20
+	x := tensor.RandomNormal([]int{n, 10, 10, 1}, 0, 1, 5)
+	y := make([]float32, n)
+	for i := range y {
+		y[i] = float32(i % 3)
+	}
+	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n}, y)).Batch(8, false)
+	train := func(s distribute.Strategy, fresh bool) []*tensor.Tensor {
+		SetRandomSeed(5)
+		var m *Model
+		s.Scope(func() {
+			m = Sequential(layers.Input(10, 10, 1), layers.Conv2D(16, 3, layers.ReLU), layers.MaxPooling2D(2),
+				layers.Flatten(), layers.Dense(3))
+			m.Compile(Adam(0.01), SparseCategoricalCrossentropy(true))
+		})
+		quiet(m)
+		if fresh { // nil storage for every layer of every replica: fresh outputs each step
+			m.reuse = make([][]*tensor.Reuse, len(s.ExtendedReplicaDevices()))
+			for r := range m.reuse {
+				m.reuse[r] = make([]*tensor.Reuse, len(m.layers))
+			}
+		}
+		m.Fit(ds, Epochs(3), Verbose(0))
+		if !fresh && m.reuse[0][0] == nil {
+			t.Fatalf("Fit made no storage to reuse")
+		}
+		return m.GetWeights()
+	}
+	for _, tc := range []struct {
+		name string
+		s    func() distribute.Strategy
+	}{
+		{"one device", func() distribute.Strategy { return distribute.NewOneDeviceStrategy("/cpu:0") }},
+		{"mirrored 2", func() distribute.Strategy {
+			return distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1"))
+		}},
+	} {
+		got, want := train(tc.s(), false), train(tc.s(), true)
+		for i := range want {
+			for j, v := range want[i].Data() {
+				if g := got[i].Data()[j]; g != v {
+					t.Fatalf("%s: weight %d [%d] = %v with reused outputs, %v with fresh ones", tc.name, i, j, g, v)
+				}
+			}
+		}
+	}
+}

@@ -639,6 +639,13 @@ func maxPoolRaw(x []float32, g convGeom, out []float32, arg []int32) {
 // winner only (the pooled values are the same, bit for bit; the kernel and bias gradients
 // sum the same terms without the zeros). Otherwise it is the two ops.
 func ConvReLUMaxPool2D(x, k, b *Tensor) *Tensor {
+	return ConvReLUMaxPool2DReusing(nil, x, k, b)
+}
+
+// ConvReLUMaxPool2DReusing is ConvReLUMaxPool2D whose fused op writes its output (and
+// the window winners its gradient needs) into r's storage, overwriting the previous
+// call's (see Reuse). The two-op path ignores r.
+func ConvReLUMaxPool2DReusing(r *Reuse, x, k, b *Tensor) *Tensor {
 	if x == nil || k == nil {
 		panic(argErr("Conv2D", "an input is nil"))
 	}
@@ -658,8 +665,9 @@ func ConvReLUMaxPool2D(x, k, b *Tensor) *Tensor {
 	device.LogOp("Relu", dev)
 	device.LogOp("MaxPool", dev)
 	ph, pw := g.oh/2, g.ow/2
-	out := newOn(dev, []int{g.n, ph, pw, o})
-	code := make([]uint8, len(out.data))
+	n := g.n * ph * pw * o
+	out := &Tensor{shape: []int{g.n, ph, pw, o}, data: r.floats(n), device: dev}
+	code := r.bytes(n) // ConvReLUPool writes both in full
 	bias := make([]float32, o)
 	if b != nil {
 		copy(bias, b.data)

@@ -2,6 +2,7 @@ package tensor
 
 import (
 	"fmt"
+	"math"
 	"testing"
 )
 
@@ -160,5 +161,54 @@ func TestConvReLUMaxPool2D(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestConvReLUMaxPool2DReusing: with a Reuse, the fused op gives the values and gradients
+// it gives with fresh storage, bit for bit, though the storage holds NaNs from before and
+// is larger than needed (a smaller last batch), and the second call writes where the first
+// did.
+func TestConvReLUMaxPool2DReusing(t *testing.T) {
+	k, b := rnd(2, 3, 3, 1, 32), rnd(3, 32)
+	if !directConv3x3C1(windowGeom("Conv2D", []int{1, 10, 10, 1}, 3, 3, 1, "valid"), 32) {
+		t.Skip("no fused kernel on this CPU: the op is the two ops, which take no Reuse")
+	}
+	step := func(r *Reuse, x *Tensor) (*Tensor, []*Tensor) {
+		vk, vb := NewVariable("k", k, true), NewVariable("b", b, true)
+		tape := NewGradientTape()
+		y := ConvReLUMaxPool2DReusing(r, x, vk.Value(), vb.Value())
+		return y, tape.Gradient(lossOf(y), []*Variable{vk, vb})
+	}
+	nan := float32(math.NaN())
+	r := &Reuse{f32: make([]float32, 5*5*5*32+7), u8: make([]uint8, 5*5*5*32+7)}
+	for i := range r.f32 {
+		r.f32[i] = nan
+		r.u8[i] = 0xff
+	}
+	var first *Tensor
+	for i, n := range []int{5, 3} { // a batch of 5 images of 10x10, then a smaller one
+		x := rnd(uint64(10+i), n, 10, 10, 1)
+		y, g := step(r, x)
+		yRef, gRef := step(nil, x)
+		if !sameShape(y.Shape(), yRef.Shape()) {
+			t.Fatalf("batch %d: shape %v, want %v", n, y.Shape(), yRef.Shape())
+		}
+		for j := range yRef.data {
+			if y.data[j] != yRef.data[j] {
+				t.Fatalf("batch %d: out[%d] = %v, with fresh storage %v", n, j, y.data[j], yRef.data[j])
+			}
+		}
+		for j := range g {
+			for e := range gRef[j].data {
+				if g[j].data[e] != gRef[j].data[e] {
+					t.Fatalf("batch %d: gradient %d [%d] = %v, with fresh storage %v", n, j, e, g[j].data[e], gRef[j].data[e])
+				}
+			}
+		}
+		if first == nil {
+			first = y
+		} else if &first.data[0] != &y.data[0] {
+			t.Errorf("the second call did not write where the first did")
+		}
 	}
 }

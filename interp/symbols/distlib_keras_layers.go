@@ -35,6 +35,7 @@ func init() {
 		"MaxPooling2D":       reflect.ValueOf(layers.MaxPooling2D),
 		"Name":               reflect.ValueOf(layers.Name),
 		"NewSymbolicInput":   reflect.ValueOf(layers.NewSymbolicInput),
+		"OutputReusable":     reflect.ValueOf(layers.OutputReusable),
 		"Owner":              reflect.ValueOf(layers.Owner),
 		"Padding":            reflect.ValueOf(layers.Padding),
 		"ReLU":               reflect.ValueOf(layers.ReLU),

@@ -23,6 +23,7 @@ func init() {
 		"Constant":                            reflect.ValueOf(tensor.Constant),
 		"Conv2D":                              reflect.ValueOf(tensor.Conv2D),
 		"ConvReLUMaxPool2D":                   reflect.ValueOf(tensor.ConvReLUMaxPool2D),
+		"ConvReLUMaxPool2DReusing":            reflect.ValueOf(tensor.ConvReLUMaxPool2DReusing),
 		"Dense":                               reflect.ValueOf(tensor.Dense),
 		"Div":                                 reflect.ValueOf(tensor.Div),
 		"Dropout":                             reflect.ValueOf(tensor.Dropout),
@@ -80,6 +81,7 @@ func init() {
 		// type definitions
 		"GradientTape": reflect.ValueOf((*tensor.GradientTape)(nil)),
 		"OpError":      reflect.ValueOf((*tensor.OpError)(nil)),
+		"Reuse":        reflect.ValueOf((*tensor.Reuse)(nil)),
 		"Tensor":       reflect.ValueOf((*tensor.Tensor)(nil)),
 		"Variable":     reflect.ValueOf((*tensor.Variable)(nil)),
 	}

@@ -69,22 +69,41 @@ func (l *Conv2DLayer) Forward(x *tensor.Tensor, p []*tensor.Tensor, _ bool, _ ui
 // FusedForward returns the forward computation of layer a followed by layer b when one
 // op computes the two: a Conv2D with a ReLU, stride 1 and valid padding followed by a 2x2
 // MaxPooling2D of stride 2, valid (tensor.ConvReLUMaxPool2D: the convolution's output is
-// never written). It returns nil for any other pair. The function takes a's parameters;
-// b has none.
-func FusedForward(a, b Layer) func(x *tensor.Tensor, p []*tensor.Tensor) *tensor.Tensor {
+// never written). It returns nil for any other pair. The function takes a's parameters,
+// and r, the storage its output reuses (tensor.Reuse; nil: fresh storage); b has none.
+func FusedForward(a, b Layer) func(x *tensor.Tensor, p []*tensor.Tensor, r *tensor.Reuse) *tensor.Tensor {
 	c, ok := a.(*Conv2DLayer)
 	m, ok2 := b.(*MaxPooling2DLayer)
 	if !ok || !ok2 || c.activation != ReLU || c.strides != 1 || c.padding != "valid" ||
 		m.pool != 2 || m.strides != 2 || m.padding != "valid" {
 		return nil
 	}
-	return func(x *tensor.Tensor, p []*tensor.Tensor) *tensor.Tensor {
+	return func(x *tensor.Tensor, p []*tensor.Tensor, r *tensor.Reuse) *tensor.Tensor {
 		var bias *tensor.Tensor
 		if c.useBias {
 			bias = p[1]
 		}
-		return tensor.ConvReLUMaxPool2D(x, p[0], bias)
+		return tensor.ConvReLUMaxPool2DReusing(r, x, p[0], bias)
 	}
+}
+
+// OutputReusable reports whether the output of layer i of the sequence ls may be written
+// in storage that the next training step overwrites (tensor.Reuse): whether the layers
+// after it use it during the step only. That holds when the first layer after it that is
+// not a view of it (Flatten, Reshape) computes a fresh output from it and runs no user
+// code on it (Dense, Conv2D). It is false for the sequence's output and before any other
+// layer, which might keep its input or return it (Dropout outside training, user layers).
+func OutputReusable(ls []Layer, i int) bool {
+	for j := i + 1; j < len(ls); j++ {
+		switch ls[j].(type) {
+		case *FlattenLayer, *ReshapeLayer: // a view of its input: look at who reads it
+		case *DenseLayer, *Conv2DLayer:
+			return true
+		default:
+			return false
+		}
+	}
+	return false
 }
 
 // MaxPooling2DLayer takes the maximum over windows; see MaxPooling2D.

@@ -180,3 +180,31 @@ func TestFusedForwardMatchesOps(t *testing.T) {
 		}
 	}
 }
+
+// TestOutputReusable: a layer's output may live in storage the next training step
+// overwrites only when the layer that reads it (through views) is one that keeps nothing.
+func TestOutputReusable(t *testing.T) {
+	conv, pool, flat, dense := Conv2D(4, 3, ReLU), MaxPooling2D(2), Flatten(), Dense(3)
+	tests := []struct {
+		name string
+		ls   []Layer
+		i    int
+		want bool
+	}{
+		{"pool then flatten then dense", []Layer{conv, pool, flat, dense}, 1, true},
+		{"pool then conv", []Layer{conv, pool, Conv2D(2, 3), flat, dense}, 1, true},
+		{"pool then reshape then dense", []Layer{conv, pool, Reshape([]int{-1}), dense}, 1, true},
+		{"the model's output", []Layer{conv, pool}, 1, false},
+		{"flattened model output", []Layer{conv, pool, flat}, 1, false},
+		{"dropout may return its input", []Layer{conv, pool, Dropout(0.5), flat, dense}, 1, false},
+		{"a user layer may keep it", []Layer{conv, pool, keeper{}, dense}, 1, false},
+	}
+	for _, tc := range tests {
+		if got := OutputReusable(tc.ls, tc.i); got != tc.want {
+			t.Errorf("%s: OutputReusable = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// keeper stands for a layer written by a user, which might keep its input.
+type keeper struct{ Layer }

@@ -1,0 +1,41 @@
+package tensor
+
+// Reuse is storage that one op's output keeps from one call to the next, for a training
+// loop that knows the output is no longer used when the op runs again: Keras' Fit gives
+// each layer of each replica its own, and the output of a training step's layer is dead
+// once the step is over (the tape that held it is gone, and the layers that read it keep
+// nothing). Ops that take a Reuse write their outputs in full into its storage, which is
+// not zeroed and not collected: a convolution layer's pooled output, 1.4 MB a step for the
+// peer CNN, is then neither allocated, nor cleared, nor collected, and is often still in
+// the cache (bench/RESULTS.md, keras). A nil *Reuse gives fresh storage each call.
+//
+// An output made with a Reuse is overwritten by the next call with the same Reuse: never
+// give one to an op whose output may outlive that call. A Reuse is for one goroutine at a
+// time.
+type Reuse struct {
+	f32 []float32
+	u8  []uint8
+}
+
+// floats returns n float32s of r's storage (grown if needed), not zeroed; fresh zeroed
+// storage when r is nil.
+func (r *Reuse) floats(n int) []float32 {
+	if r == nil {
+		return make([]float32, n)
+	}
+	if cap(r.f32) < n {
+		r.f32 = make([]float32, n)
+	}
+	return r.f32[:n]
+}
+
+// bytes is floats for bytes.
+func (r *Reuse) bytes(n int) []uint8 {
+	if r == nil {
+		return make([]uint8, n)
+	}
+	if cap(r.u8) < n {
+		r.u8 = make([]uint8, n)
+	}
+	return r.u8[:n]
+}
