@@ -25,6 +25,7 @@ import (
 
 type model struct {
 	convK, convB, w1, b1, w2, b2 *tensor.Variable
+	pooled                       tensor.Reuse // the pooled output's storage, kept from step to step as keras' Fit keeps it
 }
 
 func newModel() *model {
@@ -43,8 +44,9 @@ func (m *model) vars() []*tensor.Variable {
 }
 
 func (m *model) loss(x, y *tensor.Tensor) *tensor.Tensor {
-	// Conv2D(32, 3, relu) and MaxPooling2D(2) as keras runs them: one op.
-	h := tensor.ConvReLUMaxPool2D(x, m.convK.Value(), m.convB.Value())
+	// Conv2D(32, 3, relu) and MaxPooling2D(2) as keras runs them: one op, writing where
+	// the previous step's output lay.
+	h := tensor.ConvReLUMaxPool2DReusing(&m.pooled, x, m.convK.Value(), m.convB.Value())
 	h = tensor.Flatten(h)
 	h = tensor.Dense(h, m.w1.Value(), m.b1.Value(), true)
 	logits := tensor.Dense(h, m.w2.Value(), m.b2.Value(), false)
