@@ -176,6 +176,35 @@ func (it *Iterator) Next() (Element, bool) {
 	return el, true
 }
 
+// NextRows is Next for a worker that trains on some rows of every batch, as the workers
+// of a multi-worker Fit do with AutoShardData: rows(count) gives the rows [lo, hi) it keeps
+// of the next batch, which has count elements. Where the pipeline ends in Batch (options
+// set after it change nothing), only those rows are stacked, though every element is read
+// and checked as Batch checks it; el then has hi-lo rows. Elsewhere el is the whole batch,
+// as Next returns it (rows is not called), with count its rows. ok is false at the end.
+func (it *Iterator) NextRows(rows func(count int) (lo, hi int)) (el Element, count int, ok bool) {
+	if it.closed {
+		return nil, 0, false
+	}
+	r, can := it.it.(interface {
+		nextRows(rows func(count int) (lo, hi int)) (Element, int, bool)
+	})
+	if !can {
+		if el, ok = it.Next(); !ok {
+			return nil, 0, false
+		}
+		if len(el) > 0 && el[0] != nil && el[0].Rank() > 0 {
+			count = el[0].Shape()[0]
+		}
+		return el, count, true
+	}
+	if el, count, ok = r.nextRows(rows); !ok {
+		it.Close()
+		return nil, 0, false
+	}
+	return el, count, true
+}
+
 // Close ends the pass and stops the pipeline's background goroutines, waiting for them to
 // exit. It is safe to call more than once.
 func (it *Iterator) Close() {

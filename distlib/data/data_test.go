@@ -503,3 +503,73 @@ func TestDroppedIteratorStopsPrefetch(t *testing.T) {
 	}
 	t.Errorf("the prefetch goroutine of a dropped iterator is still running")
 }
+
+// TestNextRows: a worker's rows of every batch are the rows of Next's batch, whether the
+// pipeline ends in Batch (only they are stacked; options after Batch change nothing) or not
+// (the whole batch comes back), over a last, smaller batch and an empty share; and a shape
+// error in a row the worker does not keep is still raised.
+func TestNextRows(t *testing.T) {
+	leakcheck.Check(t)
+	x := tensor.RandomNormal([]int{7, 2, 3}, 0, 1, 1)
+	y := tensor.MustNew([]int{7}, []float32{0, 1, 2, 3, 4, 5, 6})
+	src := FromTensorSlices(x, y)
+	// Worker 1 of 2 keeps the second half (the larger part first), worker 0 nothing of a
+	// batch of 1.
+	half := func(count int) (lo, hi int) { return (count + 1) / 2, count }
+	tests := []struct {
+		name  string
+		ds    *Dataset
+		rows  func(count int) (lo, hi int)
+		cut   bool // only the picked rows come back
+		count []int
+	}{
+		{"batch", src.Batch(3, false), half, true, []int{3, 3, 1}},
+		{"batch, drop remainder", src.Batch(3, true), half, true, []int{3, 3}},
+		{"batch then options", src.Batch(4, false).WithOptions(Options{AutoShardPolicy: AutoShardData}), half, true, []int{4, 3}},
+		{"empty share", src.Batch(3, false), func(count int) (int, int) { return 0, 0 }, true, []int{3, 3, 1}},
+		{"batch then map", src.Batch(3, false).Map(func(e Element) Element { return e }), half, false, []int{3, 3, 1}},
+		{"batch then prefetch", src.Batch(3, false).Prefetch(1), half, false, []int{3, 3, 1}},
+	}
+	for _, tc := range tests {
+		want := tc.ds.Collect()
+		it := tc.ds.Iterator()
+		var counts []int
+		for i := 0; ; i++ {
+			el, count, ok := it.NextRows(tc.rows)
+			if !ok {
+				break
+			}
+			counts = append(counts, count)
+			lo, hi := 0, count
+			if tc.cut {
+				lo, hi = tc.rows(count)
+			}
+			for k := range el {
+				stride := want[i][k].Size() / count
+				wantShape := append([]int{hi - lo}, want[i][k].Shape()[1:]...)
+				if !reflect.DeepEqual(el[k].Shape(), wantShape) {
+					t.Fatalf("%s: batch %d component %d: shape %v, want %v", tc.name, i, k, el[k].Shape(), wantShape)
+				}
+				if got, w := el[k].Data(), want[i][k].Data()[lo*stride:hi*stride]; !reflect.DeepEqual(got, w) {
+					t.Fatalf("%s: batch %d component %d: %v, want rows [%d, %d) of Next's: %v", tc.name, i, k, got, lo, hi, w)
+				}
+			}
+		}
+		it.Close()
+		if !reflect.DeepEqual(counts, tc.count) {
+			t.Errorf("%s: counts %v, want %v", tc.name, counts, tc.count)
+		}
+	}
+
+	d := FromElements(Element{tensor.Zeros(2)}, Element{tensor.Zeros(2)}, Element{tensor.Zeros(3)}).Batch(3, false)
+	it := d.Iterator()
+	defer it.Close()
+	defer func() {
+		r := recover()
+		e, ok := r.(error)
+		if !ok || !errors.Is(e, ErrShape) || !strings.Contains(e.Error(), "(3,)") {
+			t.Errorf("NextRows of rows [0, 1) panicked with %v, want ErrShape naming element 2's (3,)", r)
+		}
+	}()
+	it.NextRows(func(int) (int, int) { return 0, 1 })
+}

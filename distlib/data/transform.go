@@ -104,31 +104,60 @@ func (d *Dataset) Batch(n int, dropRemainder bool) *Dataset {
 		return in
 	}
 	return d.derive("BatchDataset", card, spec, func() iterator {
-		in := d.open()
-		buf := make([]Element, 0, n)
-		return &funcIter{
-			nextFn: func() (Element, bool) {
-				buf = buf[:0]
-				for len(buf) < n {
-					el, ok := in.next()
-					if !ok {
-						break
-					}
-					buf = append(buf, el)
-				}
-				if len(buf) == 0 || (dropRemainder && len(buf) < n) {
-					return nil, false
-				}
-				el, err := Stack(buf)
-				if err != nil {
-					panic(err)
-				}
-				return el, true
-			},
-			closeFn: in.close,
-		}
+		return &batchIter{in: d.open(), n: n, drop: dropRemainder, buf: make([]Element, 0, n)}
 	})
 }
+
+// batchIter is Batch's iterator. It stacks every element of a batch (next), or only the
+// rows one worker keeps (nextRows, see Iterator.NextRows).
+type batchIter struct {
+	in   iterator
+	n    int
+	drop bool
+	buf  []Element
+}
+
+// fill reads the next batch's elements into b.buf; false at the end of the data.
+func (b *batchIter) fill() bool {
+	b.buf = b.buf[:0]
+	for len(b.buf) < b.n {
+		el, ok := b.in.next()
+		if !ok {
+			break
+		}
+		b.buf = append(b.buf, el)
+	}
+	return len(b.buf) > 0 && !(b.drop && len(b.buf) < b.n)
+}
+
+func (b *batchIter) next() (Element, bool) {
+	if !b.fill() {
+		return nil, false
+	}
+	el, err := Stack(b.buf)
+	if err != nil {
+		panic(err)
+	}
+	return el, true
+}
+
+func (b *batchIter) nextRows(rows func(count int) (lo, hi int)) (Element, int, bool) {
+	if !b.fill() {
+		return nil, 0, false
+	}
+	count := len(b.buf)
+	lo, hi := rows(count)
+	if lo < 0 || hi < lo || hi > count {
+		panic(fmt.Errorf("%w: rows [%d, %d) of a batch of %d", ErrArgument, lo, hi, count))
+	}
+	el, err := stackRows(b.buf, lo, hi)
+	if err != nil {
+		panic(err)
+	}
+	return el, count, true
+}
+
+func (b *batchIter) close() { b.in.close() }
 
 // Stack stacks elements component-wise along a new axis 0: component k of the result has
 // shape [len(els)] + shape of component k. The elements must have the same number of
@@ -137,12 +166,17 @@ func Stack(els []Element) (Element, error) {
 	if len(els) == 0 {
 		return nil, fmt.Errorf("%w: Stack of no elements", ErrArgument)
 	}
+	return stackRows(els, 0, len(els))
+}
+
+// stackRows is Stack of els[lo:hi], checking every element of els as Stack does.
+func stackRows(els []Element, lo, hi int) (Element, error) {
 	ncomp := len(els[0])
 	out := make(Element, ncomp)
 	for k := 0; k < ncomp; k++ {
 		shape := els[0][k].Shape()
 		size := els[0][k].Size()
-		buf := make([]float32, 0, size*len(els))
+		buf := make([]float32, 0, size*(hi-lo))
 		for i, el := range els {
 			if len(el) != ncomp {
 				return nil, fmt.Errorf("%w: batching: element %d has %d components, element 0 has %d", ErrShape, i, len(el), ncomp)
@@ -151,9 +185,11 @@ func Stack(els []Element) (Element, error) {
 				return nil, fmt.Errorf("%w: batching: component %d of element %d has shape %s, element 0 has %s; batch needs equal shapes (resize in Map first)",
 					ErrShape, k, i, FormatShape(nonNil(s)), FormatShape(nonNil(shape)))
 			}
-			buf = append(buf, el[k].Data()...)
+			if i >= lo && i < hi {
+				buf = append(buf, el[k].Data()...)
+			}
 		}
-		t, err := tensor.New(append([]int{len(els)}, shape...), buf)
+		t, err := tensor.New(append([]int{hi - lo}, shape...), buf)
 		if err != nil {
 			return nil, fmt.Errorf("data: batching component %d: %w", k, err)
 		}

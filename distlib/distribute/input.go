@@ -51,6 +51,11 @@ func SplitBatch(el data.Element, n int) ([]data.Element, error) {
 	if err != nil {
 		return nil, err
 	}
+	return splitRows(el, evenSizes(batch, n)), nil
+}
+
+// evenSizes is SplitBatch's split of batch rows into n parts.
+func evenSizes(batch, n int) []int {
 	sizes := make([]int, n)
 	for r := range sizes {
 		sizes[r] = batch / n
@@ -58,7 +63,7 @@ func SplitBatch(el data.Element, n int) ([]data.Element, error) {
 			sizes[r]++
 		}
 	}
-	return splitRows(el, sizes), nil
+	return sizes
 }
 
 // SplitBatchSizes splits every tensor of a global batch along its first dimension into
@@ -202,24 +207,49 @@ func (it *DistributedIterator) Next() (*DistributedValue, bool) {
 	}
 	n := len(it.d.b.devices)
 	if it.d.global != nil {
-		el, ok := it.it.Next()
+		b := it.d.b
+		if !it.d.shard {
+			el, ok := it.it.Next()
+			if !ok {
+				it.Close()
+				return nil, false
+			}
+			parts, err := SplitBatch(el, n)
+			if err != nil {
+				it.Close()
+				panic(err)
+			}
+			return it.place(parts), true
+		}
+		// This worker's replicas take their slices of the global batch; where the
+		// pipeline ends in Batch, only this worker's rows are stacked (NextRows).
+		var mine []int // the sizes of this worker's replicas' slices, once the rows are picked
+		el, _, ok := it.it.NextRows(func(count int) (lo, hi int) {
+			all := evenSizes(count, b.NumReplicasInSync())
+			for _, s := range all[:b.worker*n] {
+				lo += s
+			}
+			mine = all[b.worker*n : (b.worker+1)*n]
+			hi = lo
+			for _, s := range mine {
+				hi += s
+			}
+			return lo, hi
+		})
 		if !ok {
 			it.Close()
 			return nil, false
 		}
-		b := it.d.b
-		total := n
-		if it.d.shard {
-			total = b.NumReplicasInSync()
+		var parts []data.Element
+		var err error
+		if mine != nil {
+			parts, err = SplitBatchSizes(el, mine)
+		} else if parts, err = SplitBatch(el, b.NumReplicasInSync()); err == nil {
+			parts = parts[b.worker*n : (b.worker+1)*n]
 		}
-		parts, err := SplitBatch(el, total)
 		if err != nil {
 			it.Close()
 			panic(err)
-		}
-		if it.d.shard {
-			// This worker's replicas take their slices of the global batch.
-			parts = parts[b.worker*n : (b.worker+1)*n]
 		}
 		return it.place(parts), true
 	}

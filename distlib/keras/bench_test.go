@@ -26,7 +26,7 @@ func BenchmarkFitStepCNN(b *testing.B) {
 	metrics := m.compiledMetrics()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := m.trainStep(context.Background(), el, metrics); err != nil {
+		if _, err := m.trainStep(context.Background(), el, metrics, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

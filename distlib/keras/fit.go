@@ -247,16 +247,21 @@ func statsFrom(v []float32) stats {
 	return s
 }
 
-// trainStep runs one global batch through the strategy and applies the gradients.
-func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metric) (stats, error) {
+// trainStep runs one global batch through the strategy and applies the gradients. With
+// global > 0, el holds only this worker's rows of a global batch of global rows (taken by
+// syncTrainer.pickRows); else el is the global batch.
+func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metric, global int) (stats, error) {
 	x, y := splitXY("Fit", el, true)
 	if err := checkBatch("Fit", x, y); err != nil {
 		return stats{}, err
 	}
 	m.ensureBuilt(x)
-	x, y, globalBatch, err := m.workerShare(m.mw.train, x, y, true)
-	if err != nil {
-		return stats{}, err
+	globalBatch := global
+	if global == 0 {
+		var err error
+		if x, y, globalBatch, err = m.workerShare(m.mw.train, x, y, true); err != nil {
+			return stats{}, err
+		}
 	}
 	devs := m.strategy.ExtendedReplicaDevices()
 	local := len(devs)
@@ -481,6 +486,10 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 			it.Close()
 		}
 	}()
+	var rows func(count int) (lo, hi int) // the rows of each batch this process trains on; nil: all
+	if p, ok := eng.(rowPicker); ok {
+		rows = p.pickRows()
+	}
 	m.mw.resume = 0
 	f.trainBegin()
 	start := max(cfg.initialEpoch, m.mw.resume) // BackupAndRestore resumes after its backup
@@ -502,7 +511,7 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 			}
 			var batches []data.Element
 			for len(batches) < eng.batchesPerStep() && (cfg.steps == 0 || steps+len(batches) < cfg.steps) {
-				el, ok := nextBatch(ds, &it, cfg.steps)
+				el, ok := nextBatch(ds, &it, cfg.steps, rows)
 				if !ok {
 					ended = true
 					break
@@ -561,14 +570,23 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 // nextBatch returns the next batch of *it. With StepsPerEpoch (steps > 0) over a finite
 // dataset, an iterator that runs out is started over once; it reports false when the data
 // ends (or a fresh iterator yields nothing).
-func nextBatch(ds *data.Dataset, it **data.Iterator, steps int) (data.Element, bool) {
-	el, ok := (*it).Next()
+// With rows (a rowPicker's), it asks *it for those rows of each batch only
+// (Iterator.NextRows).
+func nextBatch(ds *data.Dataset, it **data.Iterator, steps int, rows func(count int) (lo, hi int)) (data.Element, bool) {
+	next := func() (data.Element, bool) {
+		if rows == nil {
+			return (*it).Next()
+		}
+		el, _, ok := (*it).NextRows(rows)
+		return el, ok
+	}
+	el, ok := next()
 	if ok || steps == 0 {
 		return el, ok
 	}
 	(*it).Close()
 	*it = ds.Iterator()
-	return (*it).Next()
+	return next()
 }
 
 // fitLoop is the bookkeeping around the steps that Fit and psFit share: the History, the

@@ -49,6 +49,32 @@ type syncTrainer struct {
 	m         *Model
 	metrics   []*Metric
 	restoreGC func() // undoes raiseGCForLockstep (several workers), or nil
+	global    int    // rows of the global batch whose share pickRows took last; 0: none
+}
+
+// rowPicker is implemented by trainers whose process trains on some rows of every batch:
+// pickRows returns the function that picks them for Iterator.NextRows (so that only they
+// are stacked), or nil when the process takes whole batches.
+type rowPicker interface {
+	pickRows() func(count int) (lo, hi int)
+}
+
+// pickRows: with several workers sharing every batch (AutoShardData), this worker's share,
+// as workerShare takes it (BalanceWorkers' shares in training).
+func (e *syncTrainer) pickRows() func(count int) (lo, hi int) {
+	m := e.m
+	index, workers := m.strategy.ExtendedWorker()
+	if workers <= 1 || m.mw.train != shardData {
+		return nil
+	}
+	return func(count int) (lo, hi int) {
+		shares := m.mw.balance.shares(workers, count)
+		for _, s := range shares[:index] {
+			lo += s
+		}
+		e.global = count
+		return lo, lo + shares[index]
+	}
 }
 
 func (e *syncTrainer) options() []string { return []string{"balance_workers"} }
@@ -66,7 +92,9 @@ func (e *syncTrainer) begin(_ context.Context, cfg *runConfig, _ *data.Dataset) 
 func (e *syncTrainer) batchesPerStep() int { return 1 }
 
 func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
-	st, err := e.m.trainStep(ctx, batches[0], e.metrics)
+	global := e.global // set when pickRows' function took this batch's rows
+	e.global = 0
+	st, err := e.m.trainStep(ctx, batches[0], e.metrics, global)
 	return st, true, err
 }
 
@@ -82,6 +110,9 @@ func (e *syncTrainer) end() {
 // meshTrainer runs every step on the model's device mesh (variables laid out by a keras
 // distribution, mesh_hook.go).
 type meshTrainer struct{ syncTrainer }
+
+// pickRows: the mesh's step takes whole batches (its data layout splits them).
+func (e *meshTrainer) pickRows() func(count int) (lo, hi int) { return nil }
 
 func (e *meshTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
 	if err := ctx.Err(); err != nil {
