@@ -241,6 +241,7 @@ type psStepState struct {
 	trainable []bool              // per parameter, when the state was made
 	vals      [2][]*tensor.Tensor // value buffers, one tensor per parameter ([1] made when pipelined)
 	grads     [2][][]float32      // gradient buffers, one per trainable parameter ([1] made when pipelined)
+	reuse     []*tensor.Reuse     // the batches' output storage per layer (applyLayers): a batch's tensors are dead once its gradients are taken
 }
 
 // psStatePool keeps the step states of a worker (an in-process worker, or a worker
@@ -356,6 +357,12 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 	if mode.pipeline {
 		state.pipelined()
 	}
+	if len(state.reuse) != len(m.layers) {
+		state.reuse = make([]*tensor.Reuse, len(m.layers))
+		for i := range state.reuse {
+			state.reuse[i] = new(tensor.Reuse)
+		}
+	}
 	sums := make([]float32, 2+2*len(metrics))
 	// use: the value set the next batch computes with; into: the one the push in flight
 	// writes (pipelined).
@@ -381,7 +388,7 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 		x, y := el[0], el[1]
 		vals := state.reads(state.vals[use])
 		tape := tensor.NewGradientTape()
-		pred := m.forwardVals(vals, x, true, seeds[k], nil)
+		pred := m.forwardVals(vals, x, true, seeds[k], state.reuse)
 		perEx := m.loss.PerExample(y, pred)
 		st := m.shardStats(metrics, y, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(vals), st, x.Shape()[0])

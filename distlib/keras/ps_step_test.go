@@ -109,14 +109,18 @@ func (m *Model) psTrainRef(w *distribute.WorkerContext, svars, strain []*distrib
 // psStepModel is a model whose weights outweigh a small batch's activations many times
 // over (a 784 x units kernel, 3.2 MB for 1024 units, for batches of 4), with an L2
 // penalty on that kernel when penalty (then the step reads it twice, and its penalty's
-// terms are kernel-sized).
-func psStepModel(units int, penalty bool) *Model {
+// terms are kernel-sized). With conv, a convolution layer and a max pool come first (the
+// course's CNN: its fused op writes into storage kept from batch to batch).
+func psStepModel(units int, penalty, conv bool) *Model {
 	var opts []layers.Option
 	if penalty {
 		opts = append(opts, layers.KernelRegularizer(layers.L2(1e-4)))
 	}
-	m := Sequential(layers.Flatten(layers.InputShape(28, 28, 1)),
-		layers.Dense(units, append([]layers.Option{layers.ReLU}, opts...)...), layers.Dense(10))
+	first := []layers.Layer{layers.Flatten(layers.InputShape(28, 28, 1))}
+	if conv {
+		first = []layers.Layer{layers.Conv2D(32, 3, layers.ReLU, layers.InputShape(28, 28, 1)), layers.MaxPooling2D(2), layers.Flatten()}
+	}
+	m := Sequential(append(first, layers.Dense(units, append([]layers.Option{layers.ReLU}, opts...)...), layers.Dense(10))...)
 	m.Compile(Adam(1e-3), SparseCategoricalCrossentropy(true), "accuracy")
 	return m
 }
@@ -154,12 +158,12 @@ type psStepRig struct {
 	step  uint64
 }
 
-func newPSStepRig(t *testing.T, first *tensor.Tensor, units int, penalty bool) *psStepRig {
+func newPSStepRig(t *testing.T, first *tensor.Tensor, units int, penalty, conv bool) *psStepRig {
 	t.Helper()
 	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
 	SetRandomSeed(7)
 	var m *Model
-	s.Scope(func() { m = psStepModel(units, penalty) })
+	s.Scope(func() { m = psStepModel(units, penalty, conv) })
 	m.ensureBuilt(first)
 	st, err := m.psSetup(s)
 	if err != nil {
@@ -207,33 +211,42 @@ func (r *psStepRig) values() [][]float32 {
 	return out
 }
 
-// The worker's steps, computing in kept buffers, train exactly as the reference step
-// with fresh tensors does: the same statistics and the same ps values after every
+// The worker's steps, computing in kept buffers (values, gradients, and the CNN's pooled
+// output), train exactly as the reference step with fresh tensors does, for a dense model
+// and for the course's CNN: the same statistics and the same ps values after every
 // scheduled function, synchronous and pipelined (the pipelined functions start from the
 // values the previous one read, through the worker's cache), 3 batches per function.
 func TestPSTrainKeptBuffersMatchReference(t *testing.T) {
 	batches := psStepBatches(12, 4)
-	for _, pipeline := range []bool{false, true} {
-		t.Run(fmt.Sprintf("pipeline=%v", pipeline), func(t *testing.T) {
-			got, want := newPSStepRig(t, batches[0][0], 256, true), newPSStepRig(t, batches[0][0], 256, true)
-			if a, b := got.values(), want.values(); !sameValues(a, b) {
-				t.Fatal("the two models start from different values")
-			}
-			for f := 0; f+3 <= len(batches); f += 3 {
-				gs, ws := got.run(batches[f:f+3], pipeline, false), want.run(batches[f:f+3], pipeline, true)
-				if fmt.Sprint(gs) != fmt.Sprint(ws) {
-					t.Errorf("function %d: statistics %v, reference %v", f/3, gs, ws)
+	for _, tc := range []struct {
+		name    string
+		units   int
+		penalty bool
+		conv    bool
+	}{{"dense 256 with L2", 256, true, false}, {"cnn", 64, false, true}} {
+		for _, pipeline := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/pipeline=%v", tc.name, pipeline), func(t *testing.T) {
+				rig := func() *psStepRig { return newPSStepRig(t, batches[0][0], tc.units, tc.penalty, tc.conv) }
+				got, want := rig(), rig()
+				if a, b := got.values(), want.values(); !sameValues(a, b) {
+					t.Fatal("the two models start from different values")
 				}
-				a, b := got.values(), want.values()
-				if !sameValues(a, b) {
-					t.Fatalf("function %d: the ps values differ from the reference's (first: %v vs %v)", f/3, a[0][:4], b[0][:4])
+				for f := 0; f+3 <= len(batches); f += 3 {
+					gs, ws := got.run(batches[f:f+3], pipeline, false), want.run(batches[f:f+3], pipeline, true)
+					if fmt.Sprint(gs) != fmt.Sprint(ws) {
+						t.Errorf("function %d: statistics %v, reference %v", f/3, gs, ws)
+					}
+					a, b := got.values(), want.values()
+					if !sameValues(a, b) {
+						t.Fatalf("function %d: the ps values differ from the reference's (first: %v vs %v)", f/3, a[0][:4], b[0][:4])
+					}
 				}
-			}
-			// Training moved the variables (the comparison is not of untouched values).
-			if start := newPSStepRig(t, batches[0][0], 256, true).values(); sameValues(start, got.values()) {
-				t.Error("the ps values did not change over 4 scheduled functions")
-			}
-		})
+				// Training moved the variables (the comparison is not of untouched values).
+				if start := rig().values(); sameValues(start, got.values()) {
+					t.Error("the ps values did not change over 4 scheduled functions")
+				}
+			})
+		}
 	}
 }
 
@@ -263,7 +276,7 @@ func TestPSTrainKeepsItsBuffers(t *testing.T) {
 	batches := psStepBatches(6, 4)
 	for _, pipeline := range []bool{false, true} {
 		t.Run(fmt.Sprintf("pipeline=%v", pipeline), func(t *testing.T) {
-			r := newPSStepRig(t, batches[0][0], 1024, false)
+			r := newPSStepRig(t, batches[0][0], 1024, false, false)
 			paramBytes := 0
 			for _, p := range r.m.params {
 				n := 4
