@@ -23,10 +23,7 @@ func (r *Reuse) floats(n int) []float32 {
 	if r == nil {
 		return make([]float32, n)
 	}
-	if cap(r.f32) < n {
-		r.f32 = make([]float32, n)
-	}
-	return r.f32[:n]
+	return kept(&r.f32, n)
 }
 
 // bytes is floats for bytes.
@@ -34,8 +31,13 @@ func (r *Reuse) bytes(n int) []uint8 {
 	if r == nil {
 		return make([]uint8, n)
 	}
-	if cap(r.u8) < n {
-		r.u8 = make([]uint8, n)
+	return kept(&r.u8, n)
+}
+
+// kept returns the first n elements of *buf, made anew when it holds fewer.
+func kept[T any](buf *[]T, n int) []T {
+	if cap(*buf) < n {
+		*buf = make([]T, n)
 	}
-	return r.u8[:n]
+	return (*buf)[:n]
 }
