@@ -187,6 +187,12 @@ func Conv2D(x, k *Tensor, stride int, padding string) *Tensor {
 // The gradient works chunk by chunk the same way (ReLU mask, kernel and bias gradients,
 // input gradient). b is [O] or nil.
 func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor {
+	return fusedConv2D(nil, x, k, b, stride, padding, relu)
+}
+
+// fusedConv2D is FusedConv2D writing its output into r's intermediate storage (see Reuse;
+// nil: fresh storage): every path below writes every output value.
+func fusedConv2D(r *Reuse, x, k, b *Tensor, stride int, padding string, relu bool) *Tensor {
 	if x == nil || k == nil {
 		panic(argErr("Conv2D", "an input is nil"))
 	}
@@ -208,7 +214,7 @@ func FusedConv2D(x, k, b *Tensor, stride int, padding string, relu bool) *Tensor
 	if relu {
 		device.LogOp("Relu", dev)
 	}
-	out := newOn(dev, []int{g.n, g.oh, g.ow, o})
+	out := &Tensor{shape: []int{g.n, g.oh, g.ow, o}, data: r.floats(reuseInner, g.n*g.oh*g.ow*o), device: dev}
 	rows, kc := g.n*g.oh*g.ow, g.kh*g.kw*g.c
 	threads := threadsFor(dev)
 	chunk := convChunkRows(kc, o)
@@ -457,6 +463,12 @@ func addTo(dst, src []float32) {
 // MaxPool2D takes the maximum over size x size windows of NHWC input with the given stride
 // and padding ("valid" or "same"; padded positions never win).
 func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
+	return maxPool2D(nil, x, size, stride, padding)
+}
+
+// maxPool2D is MaxPool2D whose common 2x2 pool writes its output and window winners into
+// r's storage (see Reuse; nil: fresh storage). Other pools ignore r.
+func maxPool2D(r *Reuse, x *Tensor, size, stride int, padding string) *Tensor {
 	if x == nil {
 		panic(argErr("MaxPool", "input is nil"))
 	}
@@ -465,12 +477,14 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 	}
 	g := windowGeom("MaxPool", x.shape, size, size, stride, padding)
 	dev := place("MaxPool", x)
-	out := newOn(dev, []int{g.n, g.oh, g.ow, g.c})
 	if g.kh == 2 && g.kw == 2 && g.stride == 2 && g.padTop == 0 && g.padLeft == 0 && 2*g.oh <= g.h && 2*g.ow <= g.w {
 		// The common 2x2 pool: each window's winner as a 2-bit position (a quarter of
 		// the bytes of an index), and a backward pass that writes every input gradient
-		// once, in order, instead of scattering into a zeroed tensor.
-		code := make([]uint8, len(out.data))
+		// once, in order, instead of scattering into a zeroed tensor. maxPool2x2 writes
+		// every output and winner.
+		n := g.n * g.oh * g.ow * g.c
+		out := &Tensor{shape: []int{g.n, g.oh, g.ow, g.c}, data: r.floats(reuseOut, n), device: dev}
+		code := r.bytes(n)
 		maxPool2x2(x.data, g, out.data, code)
 		return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
 			gx := newOn(gr.device, x.Shape())
@@ -478,6 +492,7 @@ func MaxPool2D(x *Tensor, size, stride int, padding string) *Tensor {
 			return []*Tensor{gx}
 		}, x)
 	}
+	out := newOn(dev, []int{g.n, g.oh, g.ow, g.c})
 	arg := make([]int32, len(out.data))
 	maxPoolRaw(x.data, g, out.data, arg)
 	return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
@@ -642,9 +657,9 @@ func ConvReLUMaxPool2D(x, k, b *Tensor) *Tensor {
 	return ConvReLUMaxPool2DReusing(nil, x, k, b)
 }
 
-// ConvReLUMaxPool2DReusing is ConvReLUMaxPool2D whose fused op writes its output (and
-// the window winners its gradient needs) into r's storage, overwriting the previous
-// call's (see Reuse). The two-op path ignores r.
+// ConvReLUMaxPool2DReusing is ConvReLUMaxPool2D writing into r's storage, overwriting the
+// previous call's (see Reuse): the fused op's output and the window winners its gradient
+// needs; on the two-op path, the convolution's output, the pool's and its winners.
 func ConvReLUMaxPool2DReusing(r *Reuse, x, k, b *Tensor) *Tensor {
 	if x == nil || k == nil {
 		panic(argErr("Conv2D", "an input is nil"))
@@ -656,7 +671,7 @@ func ConvReLUMaxPool2DReusing(r *Reuse, x, k, b *Tensor) *Tensor {
 	o := k.shape[3]
 	if tracked(x) || !directConv3x3C1(g, o) || g.oh < 2 || g.ow < 2 ||
 		(b != nil && (len(b.shape) != 1 || b.shape[0] != o)) {
-		return MaxPool2D(FusedConv2D(x, k, b, 1, "valid", true), 2, 2, "valid")
+		return maxPool2D(r, fusedConv2D(r, x, k, b, 1, "valid", true), 2, 2, "valid")
 	}
 	dev := place("Conv2D", x)
 	if b != nil {
@@ -666,7 +681,7 @@ func ConvReLUMaxPool2DReusing(r *Reuse, x, k, b *Tensor) *Tensor {
 	device.LogOp("MaxPool", dev)
 	ph, pw := g.oh/2, g.ow/2
 	n := g.n * ph * pw * o
-	out := &Tensor{shape: []int{g.n, ph, pw, o}, data: r.floats(n), device: dev}
+	out := &Tensor{shape: []int{g.n, ph, pw, o}, data: r.floats(reuseOut, n), device: dev}
 	code := r.bytes(n) // ConvReLUPool writes both in full
 	bias := make([]float32, o)
 	if b != nil {

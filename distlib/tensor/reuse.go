@@ -7,23 +7,31 @@ package tensor
 // nothing). Ops that take a Reuse write their outputs in full into its storage, which is
 // not zeroed and not collected: a convolution layer's pooled output, 1.4 MB a step for the
 // peer CNN, is then neither allocated, nor cleared, nor collected, and is often still in
-// the cache (bench/RESULTS.md, keras). A nil *Reuse gives fresh storage each call.
+// the cache (bench/RESULTS.md, keras). An op made of two (the convolution and the pool,
+// where they are not fused) keeps the inner output too. A nil *Reuse gives fresh storage
+// each call.
 //
 // An output made with a Reuse is overwritten by the next call with the same Reuse: never
 // give one to an op whose output may outlive that call. A Reuse is for one goroutine at a
 // time.
 type Reuse struct {
-	f32 []float32
+	f32 [2][]float32 // reuseOut: the op's output; reuseInner: an output inside the op
 	u8  []uint8
 }
 
-// floats returns n float32s of r's storage (grown if needed), not zeroed; fresh zeroed
-// storage when r is nil.
-func (r *Reuse) floats(n int) []float32 {
+// The float32 storages of a Reuse.
+const (
+	reuseOut = iota
+	reuseInner
+)
+
+// floats returns n float32s of r's storage slot (grown if needed), not zeroed; fresh
+// zeroed storage when r is nil.
+func (r *Reuse) floats(slot, n int) []float32 {
 	if r == nil {
 		return make([]float32, n)
 	}
-	return kept(&r.f32, n)
+	return kept(&r.f32[slot], n)
 }
 
 // bytes is floats for bytes.
