@@ -54,6 +54,20 @@ func SplitBatch(el data.Element, n int) ([]data.Element, error) {
 	return splitRows(el, evenSizes(batch, n)), nil
 }
 
+// PartRows returns the rows [lo, hi) that parts [first, end) of a batch split into parts
+// of sizes rows (SplitBatchSizes) cover: one worker's share of a global batch, for
+// data.Iterator.NextRows.
+func PartRows(sizes []int, first, end int) (lo, hi int) {
+	for _, s := range sizes[:first] {
+		lo += s
+	}
+	hi = lo
+	for _, s := range sizes[first:end] {
+		hi += s
+	}
+	return lo, hi
+}
+
 // evenSizes is SplitBatch's split of batch rows into n parts.
 func evenSizes(batch, n int) []int {
 	sizes := make([]int, n)
@@ -226,15 +240,8 @@ func (it *DistributedIterator) Next() (*DistributedValue, bool) {
 		var mine []int // the sizes of this worker's replicas' slices, once the rows are picked
 		el, _, ok := it.it.NextRows(func(count int) (lo, hi int) {
 			all := evenSizes(count, b.NumReplicasInSync())
-			for _, s := range all[:b.worker*n] {
-				lo += s
-			}
 			mine = all[b.worker*n : (b.worker+1)*n]
-			hi = lo
-			for _, s := range mine {
-				hi += s
-			}
-			return lo, hi
+			return PartRows(all, b.worker*n, (b.worker+1)*n)
 		})
 		if !ok {
 			it.Close()

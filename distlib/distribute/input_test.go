@@ -216,3 +216,15 @@ func TestSplitBatchSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestPartRows: the rows that consecutive parts of a split cover.
+func TestPartRows(t *testing.T) {
+	sizes := []int{3, 3, 2, 0, 1}
+	for _, tc := range []struct{ first, end, lo, hi int }{
+		{0, 1, 0, 3}, {1, 2, 3, 6}, {0, 2, 0, 6}, {2, 4, 6, 8}, {3, 4, 8, 8}, {4, 5, 8, 9}, {0, 5, 0, 9},
+	} {
+		if lo, hi := PartRows(sizes, tc.first, tc.end); lo != tc.lo || hi != tc.hi {
+			t.Errorf("PartRows(%v, %d, %d) = [%d, %d), want [%d, %d)", sizes, tc.first, tc.end, lo, hi, tc.lo, tc.hi)
+		}
+	}
+}

@@ -68,12 +68,8 @@ func (e *syncTrainer) pickRows() func(count int) (lo, hi int) {
 		return nil
 	}
 	return func(count int) (lo, hi int) {
-		shares := m.mw.balance.shares(workers, count)
-		for _, s := range shares[:index] {
-			lo += s
-		}
 		e.global = count
-		return lo, lo + shares[index]
+		return distribute.PartRows(m.mw.balance.shares(workers, count), index, index+1)
 	}
 }
 

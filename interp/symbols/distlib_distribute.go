@@ -64,6 +64,7 @@ func init() {
 		"NewPerReplica":                  reflect.ValueOf(distribute.NewPerReplica),
 		"NewReductionToOneDevice":        reflect.ValueOf(distribute.NewReductionToOneDevice),
 		"NewVariable":                    reflect.ValueOf(distribute.NewVariable),
+		"PartRows":                       reflect.ValueOf(distribute.PartRows),
 		"ReadCheckpoint":                 reflect.ValueOf(distribute.ReadCheckpoint),
 		"ReduceMean":                     reflect.ValueOf(distribute.ReduceMean),
 		"ReduceSum":                      reflect.ValueOf(distribute.ReduceSum),
