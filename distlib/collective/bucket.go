@@ -24,7 +24,9 @@ const DefaultBucketBytes = 25 << 20
 //
 // Made with the option KeepTerms, a Bucketer over shared memory does not reduce its large
 // buckets: WaitTerms hands every rank's values over where they lie, for the caller to sum
-// as it reads them (see WaitTerms).
+// as it reads them (see WaitTerms). Only where each bucket lies travels then, so from its
+// second step, once its ranks know that they share memory, such a Bucketer starts no bucket
+// in the background: WaitTerms sends the first messages of all of them as one.
 type Bucketer struct {
 	t      Transport
 	shared *sharedBuckets // the buckets moved to shared memory, freed with the Bucketer
@@ -35,6 +37,15 @@ type Bucketer struct {
 	sizes  []int
 	where  []slot // tensor -> bucket and offset
 	bucket []*bucket
+
+	// KeepTerms: once a step has shown whether the ranks share memory (all of them learn
+	// it together), sm is that memory, and the buckets of every later step all start in
+	// WaitTerms, their first messages as one (sumSharedKept): one round of messages a step
+	// instead of one per bucket, and no goroutine per bucket. Nothing travels but where each
+	// bucket lies, so starting a bucket early would overlap nothing.
+	sm      SharedMemory
+	smKnown bool
+	keptErr error // the error of this step's sumSharedKept
 
 	mu     sync.Mutex
 	grads  [][]float32
@@ -196,7 +207,8 @@ func (b *Bucketer) reset() {
 
 // Add hands tensor i's values to the bucketer for this step; it keeps grad until Wait, which
 // writes the reduced values into it. When grad completes its bucket, that bucket's all-reduce
-// starts in the background.
+// starts in the background (except in a KeepTerms Bucketer over shared memory: see
+// Bucketer).
 func (b *Bucketer) Add(i int, grad []float32) error {
 	if i < 0 || i >= len(b.sizes) {
 		return fmt.Errorf("%w: bucketer: tensor index %d outside [0, %d)", ErrBadArgument, i, len(b.sizes))
@@ -219,7 +231,7 @@ func (b *Bucketer) Add(i int, grad []float32) error {
 		copy(bk.buf[s.offset:], grad)
 	}
 	bk.pending--
-	if bk.pending == 0 {
+	if bk.pending == 0 && b.sm == nil {
 		b.wg.Add(1)
 		go func(k int, bk *bucket, ctx context.Context) {
 			defer b.wg.Done()
@@ -312,18 +324,38 @@ func (b *Bucketer) wait(ctx context.Context) error {
 	b.mu.Unlock()
 	stop := context.AfterFunc(ctx, b.cancel)
 	b.wg.Wait()
+	b.keptErr = nil
+	if b.sm != nil && missing == nil {
+		b.sumKept(b.ctx)
+	}
 	stop()
 	b.mu.Lock()
-	b.cancel()
 	var errs []error
 	if missing != nil {
 		errs = append(errs, missing)
+	}
+	if b.keptErr != nil {
+		errs = append(errs, b.keptErr)
 	}
 	for _, bk := range b.bucket {
 		if bk.err != nil {
 			errs = append(errs, bk.err)
 		}
 	}
+	if len(errs) == 0 && b.keep && !b.smKnown {
+		// Every rank's buckets took this step the same way and it succeeded on every rank:
+		// all of them learn here whether they share memory (a transport gives every rank
+		// the same answer, agreed at its first all-reduce, without a new round).
+		if sh, ok := b.t.(Sharer); ok {
+			sm, err := sh.SharedMemory(b.ctx)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("bucketer: shared memory: %w", err))
+			}
+			b.sm = sm
+		}
+		b.smKnown = true
+	}
+	b.cancel()
 	if len(errs) > 0 {
 		if ctx.Err() != nil {
 			errs = append([]error{ctx.Err()}, errs...)
@@ -331,4 +363,40 @@ func (b *Bucketer) wait(ctx context.Context) error {
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// sumKept runs one step's buckets of a Bucketer made with KeepTerms over shared memory:
+// their first messages as one round (sumSharedKept), then the ring for any bucket that some
+// rank holds outside shared memory (every rank learns which from that round), which is then
+// moved there (place).
+func (b *Bucketer) sumKept(ctx context.Context) {
+	bufs := make([][]float32, len(b.bucket))
+	for k, bk := range b.bucket {
+		bufs[k] = bk.buf
+	}
+	p, err := newPeer(b.t, "allreduce", append(append([]Option{}, b.opts...), Tag(b.tag+"/kept")))
+	if err != nil {
+		b.keptErr = err
+		return
+	}
+	views, ring, err := sumSharedKept(ctx, p, b.sm, bufs)
+	if err != nil {
+		b.keptErr = fmt.Errorf("buckets: %w", err)
+		return
+	}
+	for k, bk := range b.bucket {
+		bk.views = views[k]
+		if !ring[k] {
+			continue
+		}
+		rp, err := newPeer(b.t, "allreduce", append(append([]Option{}, b.opts...), Tag(fmt.Sprintf("%s/%d", b.tag, k))))
+		if err == nil {
+			err = ringAllReduce(ctx, rp, bk.buf, b.op)
+		}
+		if err != nil {
+			bk.err = fmt.Errorf("bucket %d: %w", k, err)
+			return
+		}
+		b.place(ctx, bk)
+	}
 }

@@ -78,73 +78,153 @@ const (
 func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float32, op ReduceOp, keep bool) ([][]float32, bool, error) {
 	n, r := p.t.Size(), p.t.Rank()
 	small := 4*len(buf) < sharedMinBytes
-	post := make([]byte, 16)
-	off := int64(postInline)
-	if small {
-		post = append(post, encode(buf)...)
-	} else if o, ok := sm.Offset(buf); ok {
-		off = int64(o)
-	} else {
-		off = postNowhere
-	}
-	binary.LittleEndian.PutUint64(post, uint64(len(buf)))
-	binary.LittleEndian.PutUint64(post[8:], uint64(off))
-	posts, err := p.exchange(ctx, "/shm", post)
+	posts, err := p.exchange(ctx, "/shm", appendPost(nil, sm, buf))
 	defer p.releaseAll(posts)
 	if err != nil {
 		return nil, false, err
 	}
-	views := make([][]float32, n)
-	views[r] = buf
-	placed := off >= 0
-	for q, b := range posts {
-		if q == r {
-			continue
-		}
-		if len(b) < 16 {
-			return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message of %d bytes, want at least 16", len(b))}
-		}
-		l, o := int(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
-		if l != len(buf) || (o == postInline) != small || (small && len(b) != 16+4*l) {
-			return nil, false, p.mismatch(q, 4*l, len(buf))
-		}
-		switch {
-		case small:
-			views[q] = floats(b[16:])
-		case o == postNowhere:
-			placed = false
-		case o < 0:
-			return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: buffer at offset %d", o)}
-		case placed:
-			if views[q], err = sm.View(q, int(o), l); err != nil {
-				return nil, false, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %w", err)}
-			}
-		}
+	views, placed, err := p.readPosts(sm, posts, [][]float32{buf})
+	if err != nil {
+		return nil, false, err
 	}
 	if small {
-		reduceRanks(op, buf, views, 0, len(buf))
+		reduceRanks(op, buf, views[0], 0, len(buf))
 		return nil, true, nil
 	}
-	if !placed {
+	if !placed[0] {
 		return nil, false, nil
 	}
 	if keep {
-		return views, true, nil
+		return views[0], true, nil
 	}
-	reduceRanks(op, buf, views, r*len(buf)/n, (r+1)*len(buf)/n)
+	reduceRanks(op, buf, views[0], r*len(buf)/n, (r+1)*len(buf)/n)
 	if err := p.signal(ctx, "/shm1"); err != nil {
 		return nil, false, err
 	}
 	for q := range n {
 		if q != r {
 			s, e := q*len(buf)/n, (q+1)*len(buf)/n
-			copy(buf[s:e], views[q][s:e])
+			copy(buf[s:e], views[0][q][s:e])
 		}
 	}
 	if err := p.signal(ctx, "/shm2"); err != nil {
 		return nil, false, err
 	}
 	return nil, true, nil
+}
+
+// sumSharedKept is allReduceShared with keep and the op Sum for several buffers at once (a
+// Bucketer's buckets): their first messages travel as one, so that all of them take one
+// round of messages together instead of a round each. It returns, for each buffer, every
+// rank's buffer by rank (it lay in shared memory on every rank), or nil when the buffer now
+// holds the sums (a small one) or still has to take the ring (ring[k]: some rank's lies
+// outside shared memory).
+func sumSharedKept(ctx context.Context, p *peer, sm SharedMemory, bufs [][]float32) (views [][][]float32, ring []bool, err error) {
+	var post []byte
+	for _, buf := range bufs {
+		post = appendPost(post, sm, buf)
+	}
+	posts, err := p.exchange(ctx, "/shm", post)
+	defer p.releaseAll(posts)
+	if err != nil {
+		return nil, nil, err
+	}
+	views, placed, err := p.readPosts(sm, posts, bufs)
+	if err != nil {
+		return nil, nil, err
+	}
+	ring = make([]bool, len(bufs))
+	for k, buf := range bufs {
+		switch {
+		case 4*len(buf) < sharedMinBytes:
+			reduceRanks(Sum, buf, views[k], 0, len(buf))
+			views[k] = nil
+		case !placed[k]:
+			views[k], ring[k] = nil, true
+		}
+	}
+	return views, ring, nil
+}
+
+// appendPost appends buf's part of a shared all-reduce's first message to dst: its length,
+// then where it lies in this rank's shared memory (or postNowhere), or postInline followed
+// by its values when it is under sharedMinBytes.
+func appendPost(dst []byte, sm SharedMemory, buf []float32) []byte {
+	small := 4*len(buf) < sharedMinBytes
+	off := int64(postInline)
+	if !small {
+		if o, ok := sm.Offset(buf); ok {
+			off = int64(o)
+		} else {
+			off = postNowhere
+		}
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(len(buf)))
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(off))
+	if small {
+		dst = append(dst, encode(buf)...)
+	}
+	return dst
+}
+
+// readPosts reads the first messages that every other rank sent for bufs (appendPost's
+// parts, in the order of bufs) and checks that the lengths agree. It returns, for each
+// buffer, every rank's values by rank (this rank's is the buffer itself): a small buffer's
+// values as they came in the message, a large one's where they lie in the rank's shared
+// memory. placed[k] is false when some rank's buffer k lies outside shared memory (then
+// its views are not read).
+func (p *peer) readPosts(sm SharedMemory, posts [][]byte, bufs [][]float32) (views [][][]float32, placed []bool, err error) {
+	n, r := p.t.Size(), p.t.Rank()
+	views = make([][][]float32, len(bufs))
+	placed = make([]bool, len(bufs))
+	offs := make([][]int64, len(bufs)) // by buffer, then rank
+	for k, buf := range bufs {
+		views[k] = make([][]float32, n)
+		views[k][r] = buf
+		offs[k] = make([]int64, n)
+		_, ok := sm.Offset(buf)
+		placed[k] = ok && 4*len(buf) >= sharedMinBytes
+	}
+	for q, b := range posts {
+		if q == r {
+			continue
+		}
+		for k, buf := range bufs {
+			if len(b) < 16 {
+				return nil, nil, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message with %d bytes left for buffer %d, want at least 16", len(b), k)}
+			}
+			l, o := int(binary.LittleEndian.Uint64(b)), int64(binary.LittleEndian.Uint64(b[8:]))
+			small := 4*len(buf) < sharedMinBytes
+			if l != len(buf) || (o == postInline) != small || (small && len(b) < 16+4*l) {
+				return nil, nil, p.mismatch(q, 4*l, len(buf))
+			}
+			b = b[16:]
+			offs[k][q] = o
+			switch {
+			case small:
+				views[k][q] = floats(b[:4*l])
+				b = b[4*l:]
+			case o == postNowhere:
+				placed[k] = false
+			case o < 0:
+				return nil, nil, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: buffer at offset %d", o)}
+			}
+		}
+		if len(b) != 0 {
+			return nil, nil, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %d bytes after the first message's last buffer", len(b))}
+		}
+	}
+	for k, buf := range bufs {
+		for q := range n {
+			if q == r || !placed[k] {
+				continue
+			}
+			if views[k][q], err = sm.View(q, int(offs[k][q]), len(buf)); err != nil {
+				return nil, nil, &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: %w", err)}
+			}
+		}
+	}
+	return views, placed, nil
 }
 
 // reduceRanks writes into dst[lo:hi] the reduction of views[0..n-1][lo:hi] in rank order

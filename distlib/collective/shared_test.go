@@ -358,7 +358,8 @@ func TestBucketerNoRoom(t *testing.T) {
 // TestBucketerKeepTerms: with KeepTerms over shared memory, the large buckets are reduced by
 // the ring at their first step, then handed over as every rank's values where they lie (one
 // round of messages, no reduction), in buffers that alternate from step to step; the small
-// bucket is summed inline. Rank 0 reads its terms late, after rank 1 has already written
+// bucket is summed inline. From the second step on, the first messages of all buckets travel
+// as one: one message to each peer a step. Rank 0 reads its terms late, after rank 1 has already written
 // its next step's gradients: they must still be this step's (a peer may only write a buffer
 // again two steps later).
 func TestBucketerKeepTerms(t *testing.T) {
@@ -432,6 +433,59 @@ func TestBucketerKeepTerms(t *testing.T) {
 			if c := cs[r].count("shm1") + cs[r].count("shm2"); c != 0 {
 				t.Fatalf("%d ranks: rank %d sent %d messages of the reducing rounds", n, r, c)
 			}
+			// The first step: a message per bucket and peer; the 4 others: one per peer.
+			if c, want := cs[r].count("shm"), (3+4)*(n-1); c != want {
+				t.Fatalf("%d ranks: rank %d sent %d first messages, want %d", n, r, c, want)
+			}
+		}
+	}
+}
+
+// TestBucketerKeepTermsNoRoom: a KeepTerms bucketer whose large bucket finds no room in
+// shared memory sums it by the ring at every step (every rank learns it from the one round
+// of first messages), and the small one inline; WaitTerms gives one term each, the sums.
+func TestBucketerKeepTermsNoRoom(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{100_000, 3}
+	group, cs := sharedGroup(2, 64<<10)
+	errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+		b, err := collective.NewBucketer(tr, sizes, 0, collective.Sum, collective.KeepTerms())
+		if err != nil {
+			return err
+		}
+		for step := range 3 {
+			for i := range sizes {
+				g := b.Buffer(i)
+				for j := range g {
+					g[j] = float32(tr.Rank() + j%3 + step)
+				}
+				if err := b.Add(i, g); err != nil {
+					return err
+				}
+			}
+			terms, err := b.WaitTerms(ctx)
+			if err != nil {
+				return err
+			}
+			for i := range sizes {
+				if len(terms[i]) != 1 {
+					return fmt.Errorf("step %d tensor %d: %d terms, want 1", step, i, len(terms[i]))
+				}
+				for j, v := range terms[i][0] {
+					if want := float32(1 + 2*(j%3+step)); v != want {
+						return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
+					}
+				}
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+		if c := cs[r].count("rs"); c < 3 {
+			t.Fatalf("rank %d sent %d ring messages, want the ring at each of the 3 steps", r, c)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package distribute
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -261,5 +262,82 @@ func TestMultiWorkerChiefDoneFirst(t *testing.T) {
 	var pu *PeerUnavailableError
 	if err := ss[1].BarrierContext(ctx); !errors.As(err, &pu) || pu.Index != 0 {
 		t.Fatalf("worker 1: Barrier after the chief closed = %v, want *PeerUnavailableError for worker 0", err)
+	}
+}
+
+// TestMultiWorkerBucketsLostPeer: workers that share memory send where their gradient
+// buckets lie in one message a step (after the first step); a worker lost there is named
+// as in any other all-reduce, at once.
+func TestMultiWorkerBucketsLostPeer(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 1)
+	captureLog(t)
+	mems := transport.NewSharedMem(2, 8<<20)
+	defer mems[0].Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sizes := []int{5, 40_000, 3} // buckets [5 40000] in shared memory, [3] inline
+	errs := make(chan error, 2)
+	var took time.Duration
+	for w := range 2 {
+		go func() {
+			s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithCommunicationTimeout(time.Minute))
+			b, err := s.ExtendedGradientBucketer(sizes, 4*40_000)
+			if err != nil {
+				errs <- err
+				return
+			}
+			for step := 0; ; step++ {
+				if w == 1 && step == 4 {
+					mems[1].Close() // worker 1 dies
+					errs <- nil
+					return
+				}
+				for i, n := range sizes {
+					g := b.Buffer(i)
+					for j := range n {
+						g[j] = float32(w + 1)
+					}
+					if err := b.Add(i, g); err != nil {
+						errs <- err
+						return
+					}
+				}
+				start := time.Now()
+				terms, err := b.WaitTerms(ctx)
+				if err != nil {
+					took = time.Since(start)
+					errs <- err
+					return
+				}
+				if step > 0 && len(terms[1]) != 2 {
+					errs <- fmt.Errorf("step %d: %d terms for the bucket in shared memory, want 2", step, len(terms[1]))
+					return
+				}
+				for i := range sizes {
+					var sum float32
+					for _, term := range terms[i] {
+						sum += term[0]
+					}
+					if sum != 3 {
+						errs <- fmt.Errorf("step %d tensor %d: terms sum to %v, want 3", step, i, sum)
+						return
+					}
+				}
+			}
+		}()
+	}
+	var err error
+	for range 2 {
+		if e := <-errs; e != nil {
+			err = e
+		}
+	}
+	var pu *PeerUnavailableError
+	if !errors.As(err, &pu) || pu.Task != "worker" || pu.Index != 1 || pu.Op != "allreduce" || !errors.Is(err, transport.ErrPeerLost) {
+		t.Fatalf("worker 0's step after worker 1 died = %v, want *PeerUnavailableError for worker 1 in allreduce wrapping transport.ErrPeerLost", err)
+	}
+	if took > 10*time.Second {
+		t.Errorf("the step failed after %v, want at once (the timeout is a minute)", took)
 	}
 }

@@ -11,7 +11,9 @@ import (
 
 // GradientBucketer sums a fixed list of tensors across workers, packed into buckets that
 // are all-reduced in the background as soon as each is complete, so that communication
-// overlaps the rest of the backward pass (collective.Bucketer, made with KeepTerms). Use it
+// overlaps the rest of the backward pass (collective.Bucketer, made with KeepTerms; where
+// the workers share memory, nothing but where each bucket lies travels, and WaitTerms sends
+// that for all buckets in one message to each worker). Use it
 // once per step: Add every tensor (any order), then WaitTerms, which returns for each
 // tensor the terms whose sum in order is the sum over the workers: one per worker, read
 // where it lies, when the workers share memory (the caller sums them as it reads them, so
