@@ -453,32 +453,7 @@ func TestBucketerKeepTermsNoRoom(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for step := range 3 {
-			for i := range sizes {
-				g := b.Buffer(i)
-				for j := range g {
-					g[j] = float32(tr.Rank() + j%3 + step)
-				}
-				if err := b.Add(i, g); err != nil {
-					return err
-				}
-			}
-			terms, err := b.WaitTerms(ctx)
-			if err != nil {
-				return err
-			}
-			for i := range sizes {
-				if len(terms[i]) != 1 {
-					return fmt.Errorf("step %d tensor %d: %d terms, want 1", step, i, len(terms[i]))
-				}
-				for j, v := range terms[i][0] {
-					if want := float32(1 + 2*(j%3+step)); v != want {
-						return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
-					}
-				}
-			}
-		}
-		return nil
+		return stepsWithSums(ctx, tr, b, sizes, 3, b.Buffer)
 	})
 	for r, err := range errs {
 		if err != nil {
@@ -504,36 +479,43 @@ func TestBucketerKeepTermsWithoutSharing(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for step := range 2 {
-			for i := range sizes {
-				g := make([]float32, sizes[i])
-				for j := range g {
-					g[j] = float32(tr.Rank() + j%3 + step)
-				}
-				if err := b.Add(i, g); err != nil {
-					return err
-				}
-			}
-			terms, err := b.WaitTerms(ctx)
-			if err != nil {
-				return err
-			}
-			for i := range sizes {
-				if len(terms[i]) != 1 {
-					return fmt.Errorf("tensor %d: %d terms, want 1", i, len(terms[i]))
-				}
-				for j, v := range terms[i][0] {
-					if want := float32(1 + 2*(j%3+step)); v != want {
-						return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
-					}
-				}
-			}
-		}
-		return nil
+		return stepsWithSums(ctx, tr, b, sizes, 2, func(i int) []float32 { return make([]float32, sizes[i]) })
 	})
 	for r, err := range errs {
 		if err != nil {
 			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
+}
+
+// stepsWithSums runs steps of a KeepTerms bucketer over 2 ranks, each tensor's values
+// written into slot(i) and added, and checks that WaitTerms gives each tensor one term
+// holding the sums.
+func stepsWithSums(ctx context.Context, tr collective.Transport, b *collective.Bucketer, sizes []int, steps int, slot func(i int) []float32) error {
+	for step := range steps {
+		for i := range sizes {
+			g := slot(i)
+			for j := range g {
+				g[j] = float32(tr.Rank() + j%3 + step)
+			}
+			if err := b.Add(i, g); err != nil {
+				return err
+			}
+		}
+		terms, err := b.WaitTerms(ctx)
+		if err != nil {
+			return err
+		}
+		for i := range sizes {
+			if len(terms[i]) != 1 {
+				return fmt.Errorf("step %d tensor %d: %d terms, want 1", step, i, len(terms[i]))
+			}
+			for j, v := range terms[i][0] {
+				if want := float32(1 + 2*(j%3+step)); v != want {
+					return fmt.Errorf("step %d tensor %d [%d] = %v, want %v", step, i, j, v, want)
+				}
+			}
+		}
+	}
+	return nil
 }

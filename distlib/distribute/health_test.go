@@ -167,16 +167,7 @@ func TestMultiWorkerLostPeer(t *testing.T) {
 			}
 		}()
 	}
-	var err error
-	for range 2 {
-		if e := <-errs; e != nil {
-			err = e
-		}
-	}
-	var pu *PeerUnavailableError
-	if !errors.As(err, &pu) || pu.Task != "worker" || pu.Index != 1 || pu.Op != "allreduce" || !errors.Is(err, transport.ErrPeerLost) {
-		t.Fatalf("worker 0's step after worker 1 died = %v, want *PeerUnavailableError for worker 1 in allreduce wrapping transport.ErrPeerLost", err)
-	}
+	err := worker1Lost(t, errs)
 	for _, want := range []string{"worker 1 was lost during allreduce", "restart the job", "keras.BackupAndRestore"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
@@ -327,6 +318,16 @@ func TestMultiWorkerBucketsLostPeer(t *testing.T) {
 			}
 		}()
 	}
+	worker1Lost(t, errs)
+	if took > 10*time.Second {
+		t.Errorf("the step failed after %v, want at once (the timeout is a minute)", took)
+	}
+}
+
+// worker1Lost waits for both workers' ends (nil from the one that died) and checks that
+// worker 0's error names worker 1 as lost during an all-reduce; it returns that error.
+func worker1Lost(t *testing.T, errs <-chan error) error {
+	t.Helper()
 	var err error
 	for range 2 {
 		if e := <-errs; e != nil {
@@ -337,7 +338,5 @@ func TestMultiWorkerBucketsLostPeer(t *testing.T) {
 	if !errors.As(err, &pu) || pu.Task != "worker" || pu.Index != 1 || pu.Op != "allreduce" || !errors.Is(err, transport.ErrPeerLost) {
 		t.Fatalf("worker 0's step after worker 1 died = %v, want *PeerUnavailableError for worker 1 in allreduce wrapping transport.ErrPeerLost", err)
 	}
-	if took > 10*time.Second {
-		t.Errorf("the step failed after %v, want at once (the timeout is a minute)", took)
-	}
+	return err
 }
