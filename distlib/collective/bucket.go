@@ -346,7 +346,7 @@ func (b *Bucketer) wait(ctx context.Context) error {
 		// Every rank's buckets took this step the same way and it succeeded on every rank:
 		// all of them learn here whether they share memory (a transport gives every rank
 		// the same answer, agreed at its first all-reduce, without a new round).
-		if sh, ok := b.t.(Sharer); ok {
+		if sh, ok := b.t.(Sharer); ok && b.t.Size() > 1 { // one rank: nothing to exchange
 			sm, err := sh.SharedMemory(b.ctx)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("bucketer: shared memory: %w", err))

@@ -519,3 +519,39 @@ func stepsWithSums(ctx context.Context, tr collective.Transport, b *collective.B
 	}
 	return nil
 }
+
+// TestBucketerKeepTermsOneRank: a KeepTerms bucketer of one rank over shared memory gives
+// its own values as the sums, step after step.
+func TestBucketerKeepTermsOneRank(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{30_000, 5}
+	group, _ := sharedGroup(1, 1<<20)
+	b, err := collective.NewBucketer(group[0], sizes, 0, collective.Sum, collective.KeepTerms())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 3 {
+		for i := range sizes {
+			g := b.Buffer(i)
+			for j := range g {
+				g[j] = float32(j%3 + step)
+			}
+			if err := b.Add(i, g); err != nil {
+				t.Fatal(err)
+			}
+		}
+		terms, err := b.WaitTerms(context.Background())
+		if err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+		for i := range sizes {
+			var sum float32
+			for _, term := range terms[i] {
+				sum += term[1]
+			}
+			if want := float32(1 + step); sum != want {
+				t.Fatalf("step %d tensor %d: terms sum to %v, want %v", step, i, sum, want)
+			}
+		}
+	}
+}
