@@ -11,8 +11,11 @@
 # Makefile builds). Each round also runs the other build (OpenBLAS when cblas.h exists and
 # TAGS is empty; the Go kernels when TAGS=openblas), so both are measured in the same run.
 # Each round also measures the core's fp32 peak (bench/limits, AVX2 and AVX-512 FMA loops,
-# per thread CPU-second) and the step's GFLOP/s (2.86 MFLOP per sample: forward 1.08,
-# backward 1.78) per own CPU-second is printed as a fraction of it.
+# per thread CPU-second) just before and just after godist's run, and the step's GFLOP/s
+# (2.86 MFLOP per sample: forward 1.08, backward 1.78) per own CPU-second is printed as a
+# fraction of it: pooled over all rounds, and as the median of the rounds' fractions, each
+# against the mean of its own two peaks (the machine's speed moves within minutes: on
+# 2026-11-27 the peak went from 173 to 140 GFLOP/s between two runs ten minutes apart).
 set -euo pipefail
 source "$(dirname "$0")/../lib.sh"
 bench_setup 3
@@ -32,6 +35,7 @@ bench_machine
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=1 "$tmp/limits" -only fma -reps 3 -fma-time 100ms | grep '^{' >>"$tmp/limits.jsonl"
   GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 "$tmp/cnn" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/go.jsonl"
+  GOMAXPROCS=1 "$tmp/limits" -only fma -reps 3 -fma-time 100ms | grep '^{' >>"$tmp/limits_after.jsonl"
   if [ "$ALT" != none ]; then
     GOMAXPROCS=1 OPENBLAS_NUM_THREADS=1 "$tmp/cnn_alt" -windows "$WINDOWS" -steps "$STEPS" -warmup 30 >>"$tmp/gok.jsonl"
   fi
@@ -40,7 +44,7 @@ for r in $(seq "$ROUNDS"); do
 done
 echo "godist: $(tail -1 "$tmp/go.jsonl" | cut -c1-160)..."
 echo "pytorch: $(tail -1 "$tmp/py.jsonl" | cut -c1-160)..."
-/usr/bin/python3 - "$tmp/go.jsonl" "$tmp/py.jsonl" "$tmp/pycpu.jsonl" "$tmp/limits.jsonl" "$tmp/gok.jsonl" <<'PY'
+/usr/bin/python3 - "$tmp/go.jsonl" "$tmp/py.jsonl" "$tmp/pycpu.jsonl" "$tmp/limits.jsonl" "$tmp/gok.jsonl" "$tmp/limits_after.jsonl" <<'PY'
 import json, statistics, sys
 def load(path):
     ws, cfg = [], ""
@@ -80,6 +84,18 @@ def frac(name, sps):
     else:
         print(f"cnn 1 thread, {name}: {gf:.1f} GFLOP/s per own CPU-second (no FMA loop for this CPU: peak not measured)")
 frac(gc.split("kernels ")[-1], gcpu)
+# Each round's godist figure against the peak measured just before and just after it.
+after = [json.loads(l) for l in open(sys.argv[6])]
+rounds = [json.loads(l)["windows"] for l in open(sys.argv[1])]
+fr = []
+for ws, b, a in zip(rounds, lim, after):
+    if "peak_gflops" in b and "peak_gflops" in a:
+        gf = statistics.median(w[1] for w in ws) * MFLOP / 1e3
+        fr.append((gf / ((b["peak_gflops"] + a["peak_gflops"]) / 2), b["peak_gflops"], a["peak_gflops"]))
+if fr:
+    print(f"cnn 1 thread, {gc.split('kernels ')[-1]}, within rounds: {100 * statistics.median(f[0] for f in fr):.1f}% of the "
+          f"core's fp32 peak (median of {len(fr)} rounds, each against the peak just before and after it: "
+          + ", ".join(f"{100 * f[0]:.1f}% of {f[1]:.0f}-{f[2]:.0f}" for f in fr) + "; goal >= 30%)")
 ok = [json.loads(l) for l in open(sys.argv[5]) if l.startswith("{")]
 if ok:
     kw = [w for d in ok for w in d["windows"]]
