@@ -366,6 +366,27 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	return out, nil
 }
 
+// ExtendedSumTerms is ExtendedAllReduce(ReduceSum) for a caller that sums as it reads
+// (keras' optimizer: optim.Spec.ApplyTerms). When the replicas are all in this process and
+// in host memory, and the cross-device ops sum them in replica order (ReductionToOneDevice,
+// the default on CPUs), it returns for each tensor the replicas' values in replica order,
+// read where they lie and never written: their sum in order is, bit for bit, what
+// ExtendedAllReduce gives every replica, and no sum is written. ok is false otherwise (one
+// replica, several workers, a GPU, other ops): call ExtendedAllReduce.
+func (b *base) ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
+	// Only the ops themselves: a type that embeds them to wrap BatchAllReduce (counting,
+	// logging) gets its BatchAllReduce called.
+	r, is := b.ops.(*ReductionToOneDevice)
+	if b.remote != nil || len(b.devices) < 2 || !is {
+		return nil, false, nil
+	}
+	if len(perReplica) != len(b.devices) {
+		return nil, false, fmt.Errorf("%w: ExtendedSumTerms of %d replicas' tensors, %s has %d local replicas",
+			ErrReplicas, len(perReplica), b.name, len(b.devices))
+	}
+	return r.sumTerms(perReplica, b.devices)
+}
+
 // checkPerReplica verifies that every replica has the same number of tensors with the
 // same shapes.
 func checkPerReplica(perReplica [][]*tensor.Tensor) error {

@@ -66,14 +66,53 @@ func (r *ReductionToOneDevice) BatchAllReduce(op ReduceOp, perReplica [][]*tenso
 	if err := checkAllReduceArgs(op, perReplica, devices); err != nil {
 		return nil, err
 	}
-	to := r.reduceTo
-	if to == "" {
-		to = devices[0]
-	}
-	r.once.Do(func() {
-		logf("INFO", "Reduce to %s then broadcast to (%s).", to, quoteList(devices))
-	})
+	r.logOnce(devices)
 	return reduceBroadcast(op, perReplica, devices), nil
+}
+
+// target returns the device the sums are made on: reduce_to_device, else the first
+// replica's.
+func (r *ReductionToOneDevice) target(devices []string) string {
+	if r.reduceTo != "" {
+		return r.reduceTo
+	}
+	return devices[0]
+}
+
+// logOnce says, at the first reduction, where it is made, as TensorFlow does.
+func (r *ReductionToOneDevice) logOnce(devices []string) {
+	r.once.Do(func() {
+		logf("INFO", "Reduce to %s then broadcast to (%s).", r.target(devices), quoteList(devices))
+	})
+}
+
+// sumTerms is BatchAllReduce(ReduceSum, ...) for a caller that sums as it reads (keras'
+// optimizer: optim.Spec.ApplyTerms): where every device and the reduction's device lie in
+// host memory, it returns, for each tensor, the replicas' values in replica order, the
+// terms whose sum in order is what BatchAllReduce gives every replica (reduceBroadcast adds
+// them in the same order), read where they lie and never written. ok is false elsewhere.
+// The reduction is the same, so it logs as BatchAllReduce does.
+func (r *ReductionToOneDevice) sumTerms(perReplica [][]*tensor.Tensor, devices []string) (terms [][][]float32, ok bool, err error) {
+	if err := checkAllReduceArgs(ReduceSum, perReplica, devices); err != nil {
+		return nil, false, err
+	}
+	if !sharesMemory(r.target(devices)) {
+		return nil, false, nil
+	}
+	for _, d := range devices {
+		if !sharesMemory(d) {
+			return nil, false, nil
+		}
+	}
+	r.logOnce(devices)
+	terms = make([][][]float32, len(perReplica[0]))
+	for i := range terms {
+		terms[i] = make([][]float32, len(perReplica))
+		for k, ts := range perReplica {
+			terms[i][k] = ts[i].Data()
+		}
+	}
+	return terms, true, nil
 }
 
 // HierarchicalCopyAllReduce reduces within two groups of devices, then between the groups'

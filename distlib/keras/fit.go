@@ -316,6 +316,15 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	if err != nil {
 		return stats{}, err
 	}
+	if ts, ok := m.strategy.(termsStrategy); ok && local > 1 {
+		terms, ok, err := ts.ExtendedSumTerms(perReplica)
+		if err != nil {
+			return stats{}, fmt.Errorf("keras: all-reduce gradients: %w", err)
+		}
+		if ok {
+			return m.applyReplicaTerms(terms, nTrain)
+		}
+	}
 	// One replica in one worker: the sum over replicas is the replica's own list.
 	reduced := perReplica
 	if _, workers := m.strategy.ExtendedWorker(); local > 1 || workers > 1 {

@@ -13,7 +13,6 @@ import (
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/tensor"
-	"godist/internal/simd"
 )
 
 // How Fit trains across workers (MultiWorkerMirroredStrategy in several processes).
@@ -367,10 +366,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	if err := m.optimizer.applyTerms([][]gradTerms{grads}, [][]*tensor.Variable{vars}); err != nil {
 		return stats{}, true, err
 	}
-	sums := append([]float32(nil), terms[0][0]...)
-	for _, t := range terms[0][1:] {
-		simd.AddTo(sums, t)
-	}
+	sums := sumInOrder(terms[0])
 	if balance {
 		m.mw.balance.active = true
 		m.mw.balance.update(sums[nStats:])

@@ -2,6 +2,7 @@ package keras
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"godist/distlib/data"
@@ -238,6 +239,70 @@ func TestFitReusedOutputsMatchFresh(t *testing.T) {
 					t.Fatalf("%s: weight %d [%d] = %v with reused outputs, %v with fresh ones", tc.name, i, j, g, v)
 				}
 			}
+		}
+	}
+}
+
+// wrappedOps embeds the default ops to wrap BatchAllReduce, as a user's counting or
+// logging ops would: Fit must call it.
+type wrappedOps struct {
+	*distribute.ReductionToOneDevice
+	calls int
+}
+
+func (w *wrappedOps) BatchAllReduce(op distribute.ReduceOp, perReplica [][]*tensor.Tensor, devices []string) ([][]*tensor.Tensor, error) {
+	w.calls++
+	return w.ReductionToOneDevice.BatchAllReduce(op, perReplica, devices)
+}
+
+// TestMirroredFitSumsTermsAsItReads: under MirroredStrategy on CPUs with the default ops,
+// every replica's optimizer reads all replicas' gradients where they lie and sums them as
+// it reads; it trains the same weights, bit for bit, and logs the same losses, as the ops'
+// all-reduce (forced here by ops that wrap it), for 2 and 3 replicas, and the wrapper's
+// BatchAllReduce is called at every step.
+func TestMirroredFitSumsTermsAsItReads(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 3)
+	n := 30
+	x := tensor.RandomNormal([]int{n, 6, 6, 1}, 0, 1, 7)
+	y := make([]float32, n)
+	for i := range y {
+		y[i] = float32(i % 3)
+	}
+	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n}, y)).Batch(9, false)
+	train := func(s distribute.Strategy) ([]*tensor.Tensor, []float64) {
+		SetRandomSeed(6)
+		var m *Model
+		s.Scope(func() {
+			m = Sequential(layers.Input(6, 6, 1), layers.Conv2D(4, 3, layers.ReLU), layers.Flatten(),
+				layers.Dense(8, layers.ReLU), layers.Dense(3))
+			m.Compile(Adam(0.01), SparseCategoricalCrossentropy(true))
+		})
+		quiet(m)
+		h := m.Fit(ds, Epochs(3), Verbose(0))
+		return m.GetWeights(), h.History["loss"]
+	}
+	for _, devs := range [][]string{{"/cpu:0", "/cpu:1"}, {"/cpu:0", "/cpu:1", "/cpu:2"}} {
+		before := replicaTermSteps.Load()
+		got, gotLoss := train(distribute.NewMirroredStrategy(distribute.WithDevices(devs...)))
+		if steps := replicaTermSteps.Load() - before; steps != 3*4 {
+			t.Fatalf("%d replicas: %d steps summed the terms as they read them, want 12", len(devs), steps)
+		}
+		ops := &wrappedOps{ReductionToOneDevice: distribute.NewReductionToOneDevice()}
+		before = replicaTermSteps.Load()
+		want, wantLoss := train(distribute.NewMirroredStrategy(distribute.WithDevices(devs...), distribute.WithCrossDeviceOps(ops)))
+		if steps := replicaTermSteps.Load() - before; steps != 0 || ops.calls != 3*4 {
+			t.Fatalf("%d replicas, wrapped ops: %d steps took the terms, %d called BatchAllReduce, want 0 and 12", len(devs), steps, ops.calls)
+		}
+		for i := range want {
+			for j, v := range want[i].Data() {
+				if g := got[i].Data()[j]; g != v {
+					t.Fatalf("%d replicas: weight %d [%d] = %v summing as it reads, %v through the all-reduce", len(devs), i, j, g, v)
+				}
+			}
+		}
+		if !slices.Equal(gotLoss, wantLoss) {
+			t.Fatalf("%d replicas: losses %v summing as it reads, %v through the all-reduce", len(devs), gotLoss, wantLoss)
 		}
 	}
 }

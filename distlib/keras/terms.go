@@ -1,0 +1,52 @@
+package keras
+
+import (
+	"sync/atomic"
+
+	"godist/distlib/tensor"
+	"godist/internal/simd"
+)
+
+// termsStrategy is implemented by strategies whose replicas' gradients the optimizer can
+// sum as it reads them (distribute's ExtendedSumTerms).
+type termsStrategy interface {
+	ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
+}
+
+// replicaTermSteps counts the training steps whose replicas' optimizers read every
+// replica's gradients where they lie (ExtendedSumTerms); the tests check that Mirrored on
+// CPUs takes that path.
+var replicaTermSteps atomic.Int64
+
+// applyReplicaTerms ends a step of several local replicas whose strategy handed their
+// gradients over as terms (ExtendedSumTerms, tensors in the order of trainStep's lists:
+// the nTrain gradients, then the statistics): every replica's optimizer sums them in
+// replica order as it reads them, on the replica's goroutine, as the strategy's
+// all-reduce would have summed them (bit for bit), without writing the sums; the
+// statistics are summed in the same order.
+func (m *Model) applyReplicaTerms(terms [][][]float32, nTrain int) (stats, error) {
+	grads := make([][]gradTerms, len(m.vars))
+	vars := make([][]*tensor.Variable, len(m.vars))
+	for c := range m.vars {
+		grads[c] = make([]gradTerms, nTrain)
+		for i := range nTrain {
+			grads[c][i] = terms[i]
+		}
+		vars[c] = m.variables(c, true)
+	}
+	if err := m.optimizer.applyTerms(grads, vars); err != nil {
+		return stats{}, err
+	}
+	replicaTermSteps.Add(1)
+	return statsFrom(sumInOrder(terms[nTrain])), nil
+}
+
+// sumInOrder returns terms[0] + terms[1] + ..., added in that order (as the strategies'
+// reductions and the optimizer's ApplyTerms add them).
+func sumInOrder(terms [][]float32) []float32 {
+	sums := append([]float32(nil), terms[0]...)
+	for _, t := range terms[1:] {
+		simd.AddTo(sums, t)
+	}
+	return sums
+}
