@@ -195,13 +195,7 @@ func TestCustomLoopUnderMirroredMatchesFit(t *testing.T) {
 func TestFitReusedOutputsMatchFresh(t *testing.T) {
 	leakcheck.Check(t)
 	splitCPU(t, 2)
-	n := 20
-	x := tensor.RandomNormal([]int{n, 10, 10, 1}, 0, 1, 5)
-	y := make([]float32, n)
-	for i := range y {
-		y[i] = float32(i % 3)
-	}
-	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n}, y)).Batch(8, false)
+	ds := threeClassImages(20, 10, 5).Batch(8, false)
 	train := func(s distribute.Strategy, fresh bool) []*tensor.Tensor {
 		SetRandomSeed(5)
 		var m *Model
@@ -263,13 +257,7 @@ func (w *wrappedOps) BatchAllReduce(op distribute.ReduceOp, perReplica [][]*tens
 func TestMirroredFitSumsTermsAsItReads(t *testing.T) {
 	leakcheck.Check(t)
 	splitCPU(t, 3)
-	n := 30
-	x := tensor.RandomNormal([]int{n, 6, 6, 1}, 0, 1, 7)
-	y := make([]float32, n)
-	for i := range y {
-		y[i] = float32(i % 3)
-	}
-	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n}, y)).Batch(9, false)
+	ds := threeClassImages(30, 6, 7).Batch(9, false)
 	train := func(s distribute.Strategy) ([]*tensor.Tensor, []float64) {
 		SetRandomSeed(6)
 		var m *Model
@@ -305,4 +293,14 @@ func TestMirroredFitSumsTermsAsItReads(t *testing.T) {
 			t.Fatalf("%d replicas: losses %v summing as it reads, %v through the all-reduce", len(devs), gotLoss, wantLoss)
 		}
 	}
+}
+
+// threeClassImages is n random side x side x 1 images (seed) labelled 0, 1, 2 in turn.
+func threeClassImages(n, side int, seed uint64) *data.Dataset {
+	x := tensor.RandomNormal([]int{n, side, side, 1}, 0, 1, seed)
+	y := make([]float32, n)
+	for i := range y {
+		y[i] = float32(i % 3)
+	}
+	return data.FromTensorSlices(x, tensor.MustNew([]int{n}, y))
 }
