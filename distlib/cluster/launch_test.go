@@ -122,8 +122,7 @@ func TestLaunchKeepsLineOrder(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := Launch(ctx, LaunchSpec{Workers: 1, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{helperEnv + "=interleave"}, Output: &out, GracePeriod: time.Second})
+	err := Launch(ctx, helperSpec(1, 0, "interleave", &out))
 	if err != nil {
 		t.Fatalf("Launch = %v\n%s", err, out.String())
 	}
@@ -158,8 +157,7 @@ func TestLaunch(t *testing.T) {
 	for _, tc := range tests {
 		var out bytes.Buffer
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := Launch(ctx, LaunchSpec{Workers: tc.workers, PS: tc.ps, Program: os.Args[0], Args: []string{"-test.run=^$"},
-			Env: []string{helperEnv + "=allreduce"}, Output: &out, GracePeriod: time.Second})
+		err := Launch(ctx, helperSpec(tc.workers, tc.ps, "allreduce", &out))
 		cancel()
 		if err != nil {
 			t.Fatalf("Launch(%d workers, %d ps) = %v\n%s", tc.workers, tc.ps, err, out.String())
@@ -207,14 +205,14 @@ func TestLaunchFailingTask(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	var events []string
-	err := Launch(ctx, LaunchSpec{Workers: 3, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{helperEnv + "=fail"}, Output: &out, GracePeriod: time.Second,
-		Events: func(ev TaskEvent) {
-			if !strings.HasPrefix(ev.Addr, "127.0.0.1:") {
-				t.Errorf("event %+v: address %q, want 127.0.0.1:port", ev, ev.Addr)
-			}
-			events = append(events, ev.Task.String()+" "+ev.State)
-		}})
+	spec := helperSpec(3, 0, "fail", &out)
+	spec.Events = func(ev TaskEvent) {
+		if !strings.HasPrefix(ev.Addr, "127.0.0.1:") {
+			t.Errorf("event %+v: address %q, want 127.0.0.1:port", ev, ev.Addr)
+		}
+		events = append(events, ev.Task.String()+" "+ev.State)
+	}
+	err := Launch(ctx, spec)
 	sort.Strings(events)
 	if want := "[worker 0 started worker 0 stopped worker 1 failed worker 1 started worker 2 started worker 2 stopped]"; fmt.Sprint(events) != want {
 		t.Errorf("events %v, want %s", events, want)
@@ -278,8 +276,7 @@ func TestLaunchPanelInCell(t *testing.T) {
 	var out bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	err := Launch(ctx, LaunchSpec{Workers: 2, Program: os.Args[0], Args: []string{"-test.run=^$"},
-		Env: []string{helperEnv + "=allreduce"}, Output: &out, GracePeriod: time.Second})
+	err := Launch(ctx, helperSpec(2, 0, "allreduce", &out))
 	if err != nil {
 		t.Fatalf("Launch = %v\n%s", err, out.String())
 	}
@@ -292,4 +289,11 @@ func TestLaunchPanelInCell(t *testing.T) {
 			t.Errorf("table lacks %s:\n%s", re, table)
 		}
 	}
+}
+
+// helperSpec is a job of this test binary's helper tasks (helperEnv=mode) with the given
+// workers and ps tasks, writing to out.
+func helperSpec(workers, ps int, mode string, out *bytes.Buffer) LaunchSpec {
+	return LaunchSpec{Workers: workers, PS: ps, Program: os.Args[0], Args: []string{"-test.run=^$"},
+		Env: []string{helperEnv + "=" + mode}, Output: out, GracePeriod: time.Second}
 }

@@ -230,13 +230,7 @@ func TestBatchShapeMismatchPanics(t *testing.T) {
 		func() {
 			it := ds.Iterator()
 			defer it.Close()
-			defer func() {
-				r := recover()
-				e, ok := r.(error)
-				if !ok || !errors.Is(e, ErrShape) || !strings.Contains(e.Error(), "(3,)") {
-					t.Errorf("prefetch=%v: Next panicked with %v, want ErrShape naming (3,)", prefetch, r)
-				}
-			}()
+			defer wantShapePanic(t, fmt.Sprintf("prefetch=%v: Next", prefetch), "(3,)")
 			it.Next()
 		}()
 	}
@@ -564,12 +558,16 @@ func TestNextRows(t *testing.T) {
 	d := FromElements(Element{tensor.Zeros(2)}, Element{tensor.Zeros(2)}, Element{tensor.Zeros(3)}).Batch(3, false)
 	it := d.Iterator()
 	defer it.Close()
-	defer func() {
-		r := recover()
-		e, ok := r.(error)
-		if !ok || !errors.Is(e, ErrShape) || !strings.Contains(e.Error(), "(3,)") {
-			t.Errorf("NextRows of rows [0, 1) panicked with %v, want ErrShape naming element 2's (3,)", r)
-		}
-	}()
+	defer wantShapePanic(t, "NextRows of rows [0, 1)", "(3,)")
 	it.NextRows(func(int) (int, int) { return 0, 1 })
+}
+
+// wantShapePanic, deferred, checks that what panicked with an ErrShape naming shape.
+func wantShapePanic(t *testing.T, what, shape string) {
+	t.Helper()
+	r := recover()
+	e, ok := r.(error)
+	if !ok || !errors.Is(e, ErrShape) || !strings.Contains(e.Error(), shape) {
+		t.Errorf("%s panicked with %v, want ErrShape naming %s", what, r, shape)
+	}
 }
