@@ -87,7 +87,10 @@ func (e *TaskError) Unwrap() error { return e.Err }
 // chief and worker tasks exit 0 (ps tasks, which serve forever, are then stopped; in a
 // parameter-server job, with a chief and ps tasks, the workers serve too and only the chief
 // is waited for). The first
-// task that fails stops the job: the others are terminated and a *TaskError names it.
+// task that fails stops the job: the others are terminated and a *TaskError names it. When
+// other tasks had ended by then too, one of them killed by a signal is named instead: a
+// worker that loses a peer exits with an error, often before the launcher sees the
+// peer's end; the output's "[launch]" line lists every task that had failed.
 // Cancelling ctx stops every task. In a notebook cell, when spec.Events is nil, Launch
 // shows the cluster panel (widgets.Panel): live with a Stop button where the widget front
 // end is ready (a stopped job returns an error wrapping ErrStopped), else as a text table
@@ -297,28 +300,49 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			kill = time.After(spec.GracePeriod)
 		}
 	}
+	// reaped does the bookkeeping of a task whose Wait returned.
+	reaped := func(r result) {
+		delete(pending, r.rt)
+		r.rt.out.flush()
+		if !serves(r.rt.task) {
+			needed--
+		}
+	}
+	event := func(r result, state string) {
+		if spec.Events != nil {
+			spec.Events(TaskEvent{Task: r.rt.task, Addr: r.rt.addr, State: state, Err: r.err})
+		}
+	}
 	for len(pending) > 0 {
 		select {
 		case r := <-results:
-			delete(pending, r.rt)
-			r.rt.out.flush()
-			if !serves(r.rt.task) {
-				needed--
-			}
-			if spec.Events != nil {
-				ev := TaskEvent{Task: r.rt.task, Addr: r.rt.addr, State: "exited", Err: r.err}
-				switch {
-				case r.err != nil && !stopping:
-					ev.State = "failed"
-				case stopping && failure != nil:
-					ev.State = "stopped"
-				}
-				spec.Events(ev)
-			}
+			reaped(r)
 			if r.err != nil && !stopping {
-				out.Write([]byte(fmt.Sprintf("[launch] task %s failed: %v; stopping the job\n", r.rt.task, r.err)))
-				stop(&TaskError{Task: r.rt.task, Err: r.err})
-			} else if r.err == nil && needed == 0 && !stopping {
+				ended := append([]result{r}, endedWith(results, tasks, pending, reaped)...)
+				c := rootCause(ended)
+				msg := fmt.Sprintf("[launch] task %s failed: %v", ended[c].rt.task, ended[c].err)
+				for i, e := range ended {
+					switch {
+					case i == c:
+						event(e, "failed")
+					case e.err != nil:
+						msg += fmt.Sprintf("; task %s also failed: %v", e.rt.task, e.err)
+						event(e, "failed")
+					default:
+						event(e, "exited")
+					}
+				}
+				out.Write([]byte(msg + "; stopping the job\n"))
+				stop(&TaskError{Task: ended[c].rt.task, Err: ended[c].err})
+				continue
+			}
+			switch {
+			case stopping && failure != nil:
+				event(r, "stopped")
+			default:
+				event(r, "exited")
+			}
+			if r.err == nil && needed == 0 && !stopping {
 				stopping = true // the work is done: stop the ps tasks
 				stopAll(syscall.SIGTERM)
 				kill = time.After(spec.GracePeriod)
@@ -331,6 +355,40 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		}
 	}
 	return failure
+}
+
+// endedWith returns what Wait returned for the tasks that, when another task's failure is
+// seen, have ended too (their Wait may still be reading their output), in task order,
+// with the results of any other task that ends meanwhile. reaped is called for each.
+func endedWith(results <-chan result, tasks []*runningTask, pending map[*runningTask]bool, reaped func(result)) []result {
+	var got []result
+	for _, rt := range tasks {
+		if !pending[rt] || !ended(rt.cmd.Process.Pid) {
+			continue
+		}
+		for pending[rt] { // its process is gone: Wait returns within the task's WaitDelay
+			r := <-results
+			reaped(r)
+			got = append(got, r)
+		}
+	}
+	return got
+}
+
+// rootCause picks, among tasks found ended together (the first seen failed), the failure to
+// report: one killed by a signal (by the OOM killer, a user, a crash: the launcher had sent
+// none yet) rather than a peer that exited with an error when it lost that task; else the
+// first seen.
+func rootCause(ended []result) int {
+	for i, r := range ended {
+		var ee *exec.ExitError
+		if errors.As(r.err, &ee) {
+			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+				return i
+			}
+		}
+	}
+	return 0
 }
 
 // syncWriter serializes whole lines from the tasks onto one writer.

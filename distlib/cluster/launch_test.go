@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -75,6 +76,17 @@ func helper(mode string) error {
 	buf := []float32{float32(s.Rank() + 1), 1}
 	if err := collective.AllReduce(ctx, s.Transport(), buf, collective.Sum); err != nil {
 		return err
+	}
+	if mode == "killed" {
+		if s.Rank() == 1 { // killed while a child of its own keeps its output open a while
+			sleeper := exec.Command("sleep", "0.4")
+			sleeper.Stdout = os.Stdout
+			if err := sleeper.Start(); err != nil {
+				return err
+			}
+			return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		return collective.AllReduce(ctx, s.Transport(), buf, collective.Sum) // fails: rank 1 is lost
 	}
 	fmt.Printf("rank %d of %d sum=%v\n", s.Rank(), s.Transport().Size(), buf)
 	if err := collective.Barrier(ctx, s.Transport()); err != nil {
@@ -236,6 +248,33 @@ func TestLaunchFailingTask(t *testing.T) {
 	}
 	if w := "[launch] task worker 1 failed"; !strings.Contains(out.String(), w) {
 		t.Errorf("output lacks %q:\n%s", w, out.String())
+	}
+}
+
+// TestLaunchNamesKilledTask: worker 1 is killed (SIGKILL) and worker 0 fails when it loses
+// it. Worker 1's Wait returns last (a child of its own holds its output open), yet the
+// launcher names worker 1, the cause, and lists worker 0's failure beside it.
+func TestLaunchNamesKilledTask(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var events []string
+	spec := helperSpec(2, 0, "killed", &out)
+	spec.Events = func(ev TaskEvent) { events = append(events, ev.Task.String()+" "+ev.State) }
+	err := Launch(ctx, spec)
+	var te *TaskError
+	if !errors.As(err, &te) || te.Task != (Task{Worker, 1}) || !strings.Contains(err.Error(), "signal: killed") {
+		t.Fatalf("Launch with worker 1 killed = %v, want *TaskError for worker 1, killed\n%s", err, out.String())
+	}
+	if w := "[launch] task worker 1 failed: signal: killed; task worker 0 also failed: exit status 3; stopping the job"; !strings.Contains(out.String(), w) {
+		t.Errorf("output lacks %q:\n%s", w, out.String())
+	}
+	sort.Strings(events)
+	if want := "[worker 0 failed worker 0 started worker 1 failed worker 1 started]"; fmt.Sprint(events) != want {
+		t.Errorf("events %v, want %s", events, want)
 	}
 }
 
