@@ -11,7 +11,8 @@
 //	go run ./bench/ps -data ../shared/data/mnist -windows 5 -window 3s [-pipeline=true]
 //
 // With -profile DIR every process writes a CPU profile of the measured windows to DIR
-// (ps-N.pprof, worker-N-I.pprof, coordinator-N.pprof for N workers).
+// (ps-N.pprof, worker-N-I.pprof, coordinator-N.pprof for N workers); the ps and the workers
+// also write the time spent waiting for mutexes (ps-N.mutex.pprof, ...).
 package main
 
 import (
@@ -332,6 +333,14 @@ func serveRole(role string) error {
 		}
 		defer f.Close()
 		defer pprof.StopCPUProfile()
+		// The time calls waited for a variable's lock (and other mutexes), beside it.
+		runtime.SetMutexProfileFraction(1)
+		defer func() {
+			if m, err := os.Create(strings.TrimSuffix(p, ".pprof") + ".mutex.pprof"); err == nil {
+				pprof.Lookup("mutex").WriteTo(m, 0)
+				m.Close()
+			}
+		}()
 	}
 	fmt.Println("ADDR", lis.Addr().String())
 	io.Copy(io.Discard, os.Stdin) // until the coordinator closes it

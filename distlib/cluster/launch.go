@@ -357,11 +357,21 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 	return failure
 }
 
-// endedWith returns what Wait returned for the tasks that, when another task's failure is
-// seen, have ended too (their Wait may still be reading their output), in task order,
-// with the results of any other task that ends meanwhile. reaped is called for each.
+// endedWith returns what Wait returned for the tasks that had ended too (or were ending)
+// when another task's failure was seen: the results already sent, then, in task order,
+// those of the tasks whose process is gone or going (their Wait may still be reading their
+// output), with any other result that comes meanwhile. reaped is called for each.
 func endedWith(results <-chan result, tasks []*runningTask, pending map[*runningTask]bool, reaped func(result)) []result {
 	var got []result
+	for drained := false; !drained; { // the results already there first
+		select {
+		case r := <-results:
+			reaped(r)
+			got = append(got, r)
+		default:
+			drained = true
+		}
+	}
 	for _, rt := range tasks {
 		if !pending[rt] || !ended(rt.cmd.Process.Pid) {
 			continue
