@@ -59,8 +59,9 @@ type TaskEvent struct {
 	Task Task
 	Addr string // host:port of a local task ("" under Slurm)
 	// State is "started", "exited" (exit status 0 or, for a serving task, stopped when the
-	// job was done), "failed" (it made the job fail) or "stopped" (ended while the job
-	// was being stopped: by a failure elsewhere or a cancelled context).
+	// job was done), "failed" (it made the job fail, or had failed with it before the
+	// launcher stopped anything) or "stopped" (ended while the job was being stopped: by a
+	// failure elsewhere or a cancelled context).
 	State string
 	Err   error // the task's error, for failed and stopped
 }
