@@ -337,10 +337,9 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 				stop(&TaskError{Task: ended[c].rt.task, Err: ended[c].err})
 				continue
 			}
-			switch {
-			case stopping && failure != nil:
+			if stopping && failure != nil {
 				event(r, "stopped")
-			default:
+			} else {
 				event(r, "exited")
 			}
 			if r.err == nil && needed == 0 && !stopping {
