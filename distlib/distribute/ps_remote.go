@@ -365,14 +365,7 @@ func (d *dec) tensor() *tensor.Tensor {
 }
 
 func encodeCall(vars []*ShardedVariable, args []*tensor.Tensor) []byte {
-	size := 8 // the message's size, so that the batches' bytes are copied once
-	for _, v := range vars {
-		size += 16 + len(v.name) + 8*len(v.shape) + len(v.shards)*(32+len(v.name))
-	}
-	for _, a := range args {
-		size += 8 + 4*a.Rank() + 4*a.Size()
-	}
-	e := enc{b: make([]byte, 0, size)}
+	var e enc
 	e.u32(uint32(len(vars)))
 	for _, v := range vars {
 		e.str(v.name)
