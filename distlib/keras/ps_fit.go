@@ -163,10 +163,11 @@ func PSPipeline(on bool) Option {
 	})
 }
 
-// psWorkerCache is what a worker keeps between the scheduled functions of one Fit in
-// pipelined mode: the values its last push read, in memory of its own (a function
-// copies its values in and out, so that its buffers stay its own: the worker's next
-// function may start while it still waits for its last push).
+// psWorkerCache is what a worker keeps between the scheduled functions of one Fit: the
+// values its last push read, which its next function starts from instead of reading
+// them again (one ps round trip less per function), in memory of its own (a function
+// copies its values in and out, so that its buffers stay its own: pipelined, the
+// worker's next function may start while it still waits for its last push).
 type psWorkerCache struct {
 	mu   sync.Mutex
 	fit  uint64
@@ -348,7 +349,9 @@ func (m *Model) psStep(st *psModel, states []*psStatePool, caches []*psWorkerCac
 // the ps tasks; a push answers with the values for a later batch (the variables right
 // after the push). Synchronous (mode.pipeline false): the next batch waits for that
 // answer. Pipelined: the push travels while the next batch computes with the values of
-// the push before (see PSPipeline). The values and gradients live in a state of pool
+// the push before (see PSPipeline). The first batch starts from the values the worker's
+// last push in the same Fit read (mode.cache), else reads the variables. The values and
+// gradients live in a state of pool
 // (psStepState). It returns the summed loss and metric statistics of the batches.
 func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute.ShardedVariable, opt *distribute.PSOptimizer,
 	pool *psStatePool, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) (*tensor.Tensor, error) {
@@ -367,7 +370,7 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 	// use: the value set the next batch computes with; into: the one the push in flight
 	// writes (pipelined).
 	use, into := 0, 1
-	if !mode.pipeline || !mode.cache.get(mode.fit, state.vals[use]) {
+	if !mode.cache.get(mode.fit, state.vals[use]) {
 		if _, err := w.ReadAllInto(svars, state.vals[use]); err != nil {
 			return nil, err
 		}
@@ -424,7 +427,11 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 				}
 			}
 		case last:
-			err = w.ApplyGradients(opt, grads, strain)
+			// The answer is what the worker's next function starts from: the variables
+			// right after this push, as for the other batches.
+			if _, err = w.ApplyGradientsAndReadInto(opt, grads, strain, svars, state.vals[use]); err == nil {
+				mode.cache.put(mode.fit, w.StepID(), state.vals[use])
+			}
 		default:
 			// The push answers with the variables for the next batch (read right after
 			// this step's updates) into the values this batch computed with (done with
@@ -470,10 +477,7 @@ func (e *psTrainer) begin(ctx context.Context, cfg *runConfig, ds *data.Dataset)
 	m, s := e.m, e.s
 	e.spe = max(1, cfg.stepsPerExecution)
 	on, given := cfg.set["ps_pipeline"]
-	e.mode = psTrainMode{pipeline: on && given}
-	if e.mode.pipeline {
-		e.mode.fit = psFitIDs.Add(1)
-	}
+	e.mode = psTrainMode{pipeline: on && given, fit: psFitIDs.Add(1)}
 	// The first batch builds the model before its variables go to the ps.
 	it := ds.Iterator()
 	first, ok := it.Next()

@@ -63,9 +63,7 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 			strain = append(strain, sv)
 		}
 	}
-	if mode.pipeline {
-		mode.cache = &m.psCache
-	}
+	mode.cache = &m.psCache
 	return m.psTrain(w, svars, strain, opt, &m.psStates, mode, batches, seeds, m.compiledMetrics())
 }
 

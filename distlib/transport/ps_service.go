@@ -87,7 +87,7 @@ type PSStats struct {
 	Variables  int   // variables held
 	Applied    int64 // updates applied
 	Duplicates int64 // updates refused because their UpdateID was already applied
-	Reads      int64 // Read and Gather calls
+	Reads      int64 // values read: Read and Gather calls, and updates answered with the value (UpdateRead)
 	BytesIn    int64 // request payload bytes received (keys included)
 	BytesOut   int64 // answer payload bytes sent
 	SharedIn   int64 // value bytes co-located clients sent through shared memory
