@@ -1042,26 +1042,104 @@ func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tenso
 			push = append(push, i)
 		}
 	}
-	a := w.a
-	return func() ([]*tensor.Tensor, error) {
-		err := parallel(len(read)+len(push), func(k int) error {
-			if k >= len(read) {
-				i := push[k-len(read)]
-				return vars[i].updateID(a, ids[i], opt.kind, opt.rule, grads[i])
+	// One Do per ps task: every shard's push and read that task holds, in one round trip.
+	var b psBatch
+	datas := make([][]float32, len(read))
+	for k, v := range read {
+		var u *transport.Update
+		if i, ok := pushed[v]; ok && firstRead[k] {
+			if err := v.checkValue(opt.kind, grads[i]); err != nil {
+				return nil, err
 			}
-			var err error
-			if i, ok := pushed[read[k]]; ok && firstRead[k] {
-				out[k], err = read[k].updateRead(a, ids[i], opt.kind, opt.rule, grads[i], dstAt(dst, k))
-			} else {
-				out[k], err = read[k].readInto(a, dstAt(dst, k))
-			}
-			return err
-		})
+			u = &transport.Update{ID: ids[i], Kind: opt.kind, Rule: opt.rule, Value: grads[i].Data()}
+		}
+		data, err := v.dstData(op, dstAt(dst, k))
 		if err != nil {
 			return nil, err
 		}
+		datas[k] = data
+		b.add(v, u, data)
+	}
+	for _, i := range push {
+		if err := vars[i].checkValue(opt.kind, grads[i]); err != nil {
+			return nil, err
+		}
+		b.add(vars[i], &transport.Update{ID: ids[i], Kind: opt.kind, Rule: opt.rule, Value: grads[i].Data()}, nil)
+	}
+	a := w.a
+	return func() ([]*tensor.Tensor, error) {
+		if err := b.do(a, op); err != nil {
+			return nil, err
+		}
+		for k, v := range read {
+			var err error
+			if out[k], err = v.result(dstAt(dst, k), datas[k]); err != nil {
+				return nil, err
+			}
+		}
 		return out, nil
 	}, nil
+}
+
+// psBatch is a step's pushes and reads grouped by the ps task that holds each shard.
+type psBatch struct {
+	tasks []int                     // in the order first met
+	ops   map[int][]*transport.PSOp // by task
+	reads map[*transport.PSOp]psBatchRead
+	vars  map[int]*ShardedVariable // by task: the first variable, named when its Do fails
+}
+
+// psBatchRead is where a read op's value belongs: the shard's part of the variable.
+type psBatchRead struct {
+	v    *ShardedVariable
+	sh   shard
+	part []float32
+}
+
+// add adds v's shards: each pushes its part of u's value when u is not nil, and reads
+// its part of data when data is not nil.
+func (b *psBatch) add(v *ShardedVariable, u *transport.Update, data []float32) {
+	if b.ops == nil {
+		b.ops, b.reads, b.vars = map[int][]*transport.PSOp{}, map[*transport.PSOp]psBatchRead{}, map[int]*ShardedVariable{}
+	}
+	for _, sh := range v.shards {
+		op := &transport.PSOp{Key: sh.key}
+		if u != nil {
+			su := *u
+			su.Value = v.shardPart(u.Value, sh)
+			op.Update = &su
+		}
+		if data != nil {
+			part := v.shardPart(data, sh)
+			op.Read, op.Dst = true, part
+			b.reads[op] = psBatchRead{v, sh, part}
+		}
+		if _, ok := b.ops[sh.task]; !ok {
+			b.tasks = append(b.tasks, sh.task)
+			b.vars[sh.task] = v
+		}
+		b.ops[sh.task] = append(b.ops[sh.task], op)
+	}
+}
+
+// do sends each task's ops as one Do, the tasks concurrently, and puts the values read
+// in their places.
+func (b *psBatch) do(a access, op string) error {
+	return parallel(len(b.tasks), func(k int) error {
+		task := b.tasks[k]
+		ops := b.ops[task]
+		if err := a.clients[task].Do(a.ctx, ops); err != nil {
+			return b.vars[task].fail(a, task, op, err)
+		}
+		for _, o := range ops {
+			if r, ok := b.reads[o]; ok {
+				if err := r.v.landed(r.sh, o.Value, r.part); err != nil {
+					return r.v.fail(a, task, op, err)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // parallel runs fn(0..n-1) concurrently (the calling goroutine runs the last one) and

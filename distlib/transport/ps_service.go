@@ -530,6 +530,7 @@ var psServiceDesc = grpc.ServiceDesc{
 		psMethod("UpdateShm", (*PSServer).updateShm),
 		psMethod("UpdateReadShm", (*PSServer).updateReadShm),
 		psMethod("ReadShm", (*PSServer).readShm),
+		psMethod("Do", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.do(d) }),
 		psMethod("AttachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.attachShm(d) }),
 		psMethod("DetachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.detachShm(d) }),
 		psMethod("Forget", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.forget(d) }),

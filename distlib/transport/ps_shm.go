@@ -430,16 +430,7 @@ func (s *PSServer) shmPlaces(d *psDecoder) (r *psRegion, in, out []float32, err 
 	if d.err != nil {
 		return nil, nil, nil, status.Error(codes.InvalidArgument, d.err.Error())
 	}
-	m := &s.shm
-	m.mu.Lock()
-	r = m.regions[key]
-	if r != nil {
-		r.refs++
-		m.calls++
-		r.used = m.calls
-	}
-	m.mu.Unlock()
-	if r == nil {
+	if r = s.holdRegion(key); r == nil {
 		return nil, nil, nil, status.Error(codes.FailedPrecondition, psUnknownRegion+" (this ps restarted, or the client detached it)")
 	}
 	if in, err = r.view(inOff, inN); err == nil {
@@ -450,6 +441,21 @@ func (s *PSServer) shmPlaces(d *psDecoder) (r *psRegion, in, out []float32, err 
 		return nil, nil, nil, status.Errorf(codes.InvalidArgument, "transport: ps: %v", err)
 	}
 	return r, in, out, nil
+}
+
+// holdRegion returns the region named key, held for a call (release it), or nil when
+// this ps does not map it.
+func (s *PSServer) holdRegion(key psRegionKey) *psRegion {
+	m := &s.shm
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	r := m.regions[key]
+	if r != nil {
+		r.refs++
+		m.calls++
+		r.used = m.calls
+	}
+	return r
 }
 
 func (s *PSServer) releaseRegion(r *psRegion) {
