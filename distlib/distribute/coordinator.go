@@ -881,16 +881,17 @@ func (w *WorkerContext) ReadAllInto(vars []*ShardedVariable, dst []*tensor.Tenso
 	if dst != nil && len(dst) != len(vars) {
 		return nil, fmt.Errorf("distribute: ReadAllInto: %d destinations for %d variables", len(dst), len(vars))
 	}
-	out := make([]*tensor.Tensor, len(vars))
-	err := parallel(len(vars), func(i int) error {
-		t, err := vars[i].readInto(w.a, dstAt(dst, i))
-		out[i] = t
-		return err
-	})
-	if err != nil {
-		return nil, err
+	var b psBatch
+	datas := make([][]float32, len(vars))
+	for i, v := range vars {
+		data, err := v.dstData("read", dstAt(dst, i))
+		if err != nil {
+			return nil, err
+		}
+		datas[i] = data
+		b.add(v, nil, data)
 	}
-	return out, nil
+	return b.results(w.a, "ReadAllInto", vars, dst, datas)
 }
 
 // dstAt returns dst[i], or nil when there is no dst.
@@ -902,25 +903,16 @@ func dstAt(dst []*tensor.Tensor, i int) *tensor.Tensor {
 }
 
 // ApplyGradients pushes grads[i] for vars[i]; opt's rule updates the variables on the
-// parameter servers (a nil gradient is skipped). The pushes go out concurrently; each
-// keeps the update id it would have in order, so a rerun step is deduplicated the same.
+// parameter servers (a nil gradient is skipped). The pushes go out as one call per ps
+// task, the tasks concurrently; each keeps the update id it would have in order, so a
+// rerun step is deduplicated the same.
 func (w *WorkerContext) ApplyGradients(opt *PSOptimizer, grads []*tensor.Tensor, vars []*ShardedVariable) error {
-	if opt == nil {
-		return errors.New("distribute: ApplyGradients: nil optimizer (use distribute.NewPSSGD or NewPSAdam)")
+	call, err := w.applyAndRead("ApplyGradients", opt, grads, vars, nil, nil)
+	if err != nil {
+		return err
 	}
-	if len(grads) != len(vars) {
-		return fmt.Errorf("distribute: ApplyGradients: %d gradients for %d variables", len(grads), len(vars))
-	}
-	ids := make([]transport.UpdateID, len(vars))
-	for i := range vars {
-		ids[i] = w.a.nextID() // a nil gradient keeps its id: the numbering of a rerun is identical
-	}
-	return parallel(len(vars), func(i int) error {
-		if grads[i] == nil {
-			return nil
-		}
-		return vars[i].updateID(w.a, ids[i], opt.kind, opt.rule, grads[i])
-	})
+	_, err = call()
+	return err
 }
 
 // ApplyGradientsAndRead is ApplyGradients followed by ReadAll(read), with one round trip
@@ -1028,7 +1020,6 @@ func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tenso
 			pushed[v] = i
 		}
 	}
-	out := make([]*tensor.Tensor, len(read))
 	fused := make(map[int]bool, len(read)) // indexes into vars answered with a value
 	firstRead := make([]bool, len(read))   // the read that carries a variable's push
 	for k, v := range read {
@@ -1067,18 +1058,7 @@ func (w *WorkerContext) applyAndRead(op string, opt *PSOptimizer, grads []*tenso
 		b.add(vars[i], &transport.Update{ID: ids[i], Kind: opt.kind, Rule: opt.rule, Value: grads[i].Data()}, nil)
 	}
 	a := w.a
-	return func() ([]*tensor.Tensor, error) {
-		if err := b.do(a, op); err != nil {
-			return nil, err
-		}
-		for k, v := range read {
-			var err error
-			if out[k], err = v.result(dstAt(dst, k), datas[k]); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}, nil
+	return func() ([]*tensor.Tensor, error) { return b.results(a, op, read, dst, datas) }, nil
 }
 
 // psBatch is a step's pushes and reads grouped by the ps task that holds each shard.
@@ -1120,6 +1100,22 @@ func (b *psBatch) add(v *ShardedVariable, u *transport.Update, data []float32) {
 		}
 		b.ops[sh.task] = append(b.ops[sh.task], op)
 	}
+}
+
+// results runs b and returns the values of read (datas[k] is where read[k]'s value goes:
+// dst[k]'s memory, or fresh memory when dst is nil).
+func (b *psBatch) results(a access, op string, read []*ShardedVariable, dst []*tensor.Tensor, datas [][]float32) ([]*tensor.Tensor, error) {
+	if err := b.do(a, op); err != nil {
+		return nil, err
+	}
+	out := make([]*tensor.Tensor, len(read))
+	for k, v := range read {
+		var err error
+		if out[k], err = v.result(dstAt(dst, k), datas[k]); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // do sends each task's ops as one Do, the tasks concurrently, and puts the values read
