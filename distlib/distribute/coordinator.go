@@ -866,8 +866,8 @@ func (w *WorkerContext) ScatterAdd(v *ShardedVariable, rows []int, value *tensor
 	return v.scatter(w.a, transport.UpdateAssignAdd, transport.Rule{}, rows, value)
 }
 
-// ReadAll reads vars (for a forward pass). The reads go out concurrently: one round trip
-// to the parameter servers for the whole list, not one per variable.
+// ReadAll reads vars (for a forward pass): one call per ps task for the shards it holds,
+// the tasks concurrently, not one call per variable.
 func (w *WorkerContext) ReadAll(vars []*ShardedVariable) ([]*tensor.Tensor, error) {
 	return w.ReadAllInto(vars, nil)
 }
@@ -916,10 +916,11 @@ func (w *WorkerContext) ApplyGradients(opt *PSOptimizer, grads []*tensor.Tensor,
 }
 
 // ApplyGradientsAndRead is ApplyGradients followed by ReadAll(read), with one round trip
-// to the parameter servers where the lists overlap: a variable in both answers its push
-// with its value right after its own update (and every update applied before it); the
-// others are pushed or read concurrently. It is how a training step pushes its gradients
-// and reads the variables for its next batch; the update ids are ApplyGradients's.
+// to the parameter servers: a variable in both lists answers its push with its value
+// right after its own update (and every update applied before it), and all the pushes and
+// reads of the shards one ps task holds go as one call (the tasks concurrently). It is how
+// a training step pushes its gradients and reads the variables for its next batch; the
+// update ids are ApplyGradients's.
 func (w *WorkerContext) ApplyGradientsAndRead(opt *PSOptimizer, grads []*tensor.Tensor, vars, read []*ShardedVariable) ([]*tensor.Tensor, error) {
 	call, err := w.applyAndRead("ApplyGradientsAndRead", opt, grads, vars, read, nil)
 	if err != nil {
