@@ -1,6 +1,6 @@
 #!/bin/sh
 # Keras Fit under ParameterServerStrategy with the ps and the workers as processes:
-# 1 worker, then ROUNDS rounds (default 2) of 2 workers, each between two co-located
+# 1 worker, then ROUNDS rounds (default 4) of 2 workers, each between two co-located
 # bounds: two independent 1-worker jobs run side by side (no communication between them),
 # whose summed throughput is what two workers sharing these cores can reach. The machine's
 # speed drifts by tens of percent within seconds (bench/RESULTS.md), so a round's bound is
@@ -9,7 +9,7 @@
 # Extra arguments go to the bench (e.g. -profile DIR).
 set -e
 cd "$(dirname "$0")/../.."
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-4}
 go build -o /tmp/godist-bench-ps ./bench/ps
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
