@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"godist/distlib/cluster"
@@ -55,6 +56,7 @@ var (
 	model  = flag.String("model", "cnn", "cnn: the peer's MNIST CNN (Conv2D 32 3x3, MaxPool 2, Dense 64, Dense 10); dense: 784-hidden-10")
 	hidden = flag.Int("hidden", 128, "units of the hidden layer (dense model)")
 	pipe   = flag.Bool("pipeline", false, "keras.PSPipeline: overlap each push with the next step (stale reads, at most 1 step)")
+	tail   = flag.Duration("tail", 2*time.Second, "training after the last window (so that a job run beside this one times its windows against it)")
 )
 
 func main() {
@@ -152,14 +154,23 @@ func measure(n, batch, spe, windows int, window time.Duration, warmup int, prof 
 		must(err)
 		return st
 	}
-	t0 := time.Now()
 	m.Fit(train, keras.Epochs(1), keras.Verbose(0), keras.StepsPerEpoch(warmup), keras.StepsPerExecution(spe), keras.PSPipeline(*pipe))
 	warm := stats()
 	perStep := warm.Applied / int64(warmup) // updates per training step (one per trainable variable)
-	// One long epoch, sized from the warm-up's rate to outlast the windows; the windows are
-	// timed from the ps's counters while it runs, so no epoch end (a barrier) falls inside.
-	rate := float64(warmup) / time.Since(t0).Seconds()
-	steps := min(20000, int(rate*float64(n)*(1+float64(windows)*window.Seconds())*1.3)/spe*spe+spe)
+	// One long epoch that a callback stops once the windows are timed and the tail has
+	// passed; the windows are timed from the ps's counters while it runs, so no epoch end (a
+	// barrier) falls inside. The tail keeps this job training while a job run beside it (the
+	// co-located pairs of run.sh, which start a fraction of a second apart) times its own
+	// last window: a job that stopped first would leave the other's last window the whole
+	// machine. (An epoch sized from the warm-up's rate, as before, ended early in the pairs:
+	// 1 or 2 windows of 3, the later ones with the partner gone.)
+	const steps = 1 << 20
+	var stopNow atomic.Bool
+	stopper := &keras.LambdaCallback{OnTrainBatchEnd: func(int, keras.Logs) {
+		if stopNow.Load() {
+			m.StopTraining = true
+		}
+	}}
 	var stopProf func()
 	if prof != "" {
 		f, err := os.Create(profOf("coordinator"))
@@ -190,8 +201,13 @@ func measure(n, batch, spe, windows int, window time.Duration, warmup int, prof 
 				return
 			}
 		}
+		select {
+		case <-time.After(*tail):
+		case <-fitDone:
+		}
+		stopNow.Store(true)
 	}()
-	m.Fit(train, keras.Epochs(1), keras.Verbose(0), keras.StepsPerEpoch(steps), keras.StepsPerExecution(spe), keras.PSPipeline(*pipe))
+	m.Fit(train, keras.Epochs(1), keras.Verbose(0), keras.StepsPerEpoch(steps), keras.StepsPerExecution(spe), keras.PSPipeline(*pipe), keras.Callbacks(stopper))
 	close(fitDone)
 	ss := <-samples
 	if stopProf != nil {
@@ -209,9 +225,13 @@ func measure(n, batch, spe, windows int, window time.Duration, warmup int, prof 
 		parts = append(parts, fmt.Sprintf("%.0f", r))
 	}
 	sort.Float64s(rates)
+	median := rates[len(rates)/2]
+	if len(rates)%2 == 0 {
+		median = (rates[len(rates)/2-1] + median) / 2
+	}
 	first, last := ss[0].st, ss[len(ss)-1].st
 	measured := (last.Applied - first.Applied) / perStep
-	return result{median: rates[len(rates)/2], windows: strings.Join(parts, " "),
+	return result{median: median, windows: strings.Join(parts, " "),
 		acc: m.Evaluate(test, keras.Verbose(0))["accuracy"], params: m.CountParams(),
 		bytesIn: (last.BytesIn - first.BytesIn) / measured, bytesOut: (last.BytesOut - first.BytesOut) / measured,
 		sharedIn: (last.SharedIn - first.SharedIn) / measured, sharedOut: (last.SharedOut - first.SharedOut) / measured,
