@@ -351,8 +351,8 @@ func (m *Model) psStep(st *psModel, states []*psStatePool, caches []*psWorkerCac
 // answer. Pipelined: the push travels while the next batch computes with the values of
 // the push before (see PSPipeline). The first batch starts from the values the worker's
 // last push in the same Fit read (mode.cache), else reads the variables. The values and
-// gradients live in a state of pool
-// (psStepState). It returns the summed loss and metric statistics of the batches.
+// gradients live in a state of pool (psStepState). It returns the summed loss and metric
+// statistics of the batches.
 func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute.ShardedVariable, opt *distribute.PSOptimizer,
 	pool *psStatePool, mode psTrainMode, batches []data.Element, seeds []uint64, metrics []*Metric) (*tensor.Tensor, error) {
 	state := pool.get(m)
