@@ -74,6 +74,18 @@ func (e *psEncoder) str(s string) {
 type psDecoder struct {
 	b   []byte
 	err error
+	// out, when set, is where the handler of a call inside a Do appends its answer (the
+	// Do's answer, every call's after the other's); else a handler makes its own.
+	out *psEncoder
+}
+
+// answer returns the encoder a handler appends its answer to: d.out, or a new one with
+// room for n bytes.
+func (d *psDecoder) answer(n int) *psEncoder {
+	if d.out != nil {
+		return d.out
+	}
+	return &psEncoder{b: make([]byte, 0, n)}
 }
 
 var errPSShort = errors.New("transport: ps: truncated message")

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
 	"google.golang.org/grpc/codes"
@@ -93,7 +94,7 @@ func (c *PSClient) do(ctx context.Context, ops []*PSOp, r *psRegion) (done bool,
 			}
 		}
 	}()
-	e := psEncoder{b: make([]byte, 0, 64*len(ops))}
+	e := psEncoder{b: make([]byte, 0, 128*len(ops))} // a value in the message grows it once
 	e.u32(uint32(len(ops)))
 	for i, op := range ops {
 		method := psDoRead
@@ -113,25 +114,27 @@ func (c *PSClient) do(ctx context.Context, ops []*PSOp, r *psRegion) (done bool,
 			}
 			calls[i], via[i] = c.prepare(r, value, out)
 		}
-		var p psEncoder
 		if via[i] {
 			method += psDoShm
-			calls[i].encode(&p)
-			if op.Update != nil {
-				if err := encodeUpdateHead(&p, *op.Update); err != nil {
-					return true, fmt.Errorf("%w (variable %q)", err, op.Key)
-				}
-			}
-		} else if op.Update != nil {
-			p.b = make([]byte, 0, 96+8*len(op.Update.Rows)+4*len(op.Update.Value))
-			if err := encodeUpdate(&p, *op.Update); err != nil {
-				return true, fmt.Errorf("%w (variable %q)", err, op.Key)
-			}
 		}
 		e.u8(uint8(method))
 		e.str(op.Key)
-		e.u32(uint32(len(p.b)))
-		e.b = append(e.b, p.b...)
+		at := len(e.b) // the payload's length goes here once it is written
+		e.u32(0)
+		var err error
+		switch {
+		case via[i]:
+			calls[i].encode(&e)
+			if op.Update != nil {
+				err = encodeUpdateHead(&e, *op.Update)
+			}
+		case op.Update != nil:
+			err = encodeUpdate(&e, *op.Update)
+		}
+		if err != nil {
+			return true, fmt.Errorf("%w (variable %q)", err, op.Key)
+		}
+		binary.LittleEndian.PutUint32(e.b[at:], uint32(len(e.b)-at-4))
 	}
 	b, err := c.invoke(ctx, "Do", "", e.b, false)
 	if isUnknownRegion(err) {
@@ -149,23 +152,22 @@ func (c *PSClient) do(ctx context.Context, ops []*PSOp, r *psRegion) (done bool,
 	}
 	d := psDecoder{b: b}
 	for i, op := range ops {
-		a := psDecoder{b: d.take(d.count(1))}
 		if op.Update != nil {
-			op.Applied = a.u8() == 1
+			op.Applied = d.u8() == 1
 		}
 		if op.Read {
 			switch {
 			case via[i]:
-				op.Value = calls[i].readAnswer(&a, op.Dst)
+				op.Value = calls[i].readAnswer(&d, op.Dst)
 			case op.Update == nil:
-				a.ints() // Read answers with the shape first
-				op.Value = a.floatsOrInto(op.Dst)
+				d.ints() // Read answers with the shape first
+				op.Value = d.floatsOrInto(op.Dst)
 			default:
-				op.Value = a.floatsOrInto(op.Dst)
+				op.Value = d.floatsOrInto(op.Dst)
 			}
 		}
-		if err := a.done(); err != nil {
-			return true, fmt.Errorf("transport: ps at %s: Do %q: %w", c.addr, op.Key, err)
+		if d.err != nil {
+			return true, fmt.Errorf("transport: ps at %s: Do: the answer to %q: %w", c.addr, op.Key, d.err)
 		}
 	}
 	if err := d.done(); err != nil {
@@ -220,14 +222,13 @@ func (s *PSServer) do(d *psDecoder) ([]byte, error) {
 		}
 		held = append(held, r)
 	}
+	// The answers follow each other in e, each as its call alone answers (they delimit
+	// themselves), written there by the handlers: a value read is copied once.
 	var e psEncoder
 	for _, c := range calls {
-		out, err := psDoMethods[c.method].h(s, c.key, &psDecoder{b: c.payload})
-		if err != nil {
+		if _, err := psDoMethods[c.method].h(s, c.key, &psDecoder{b: c.payload, out: &e}); err != nil {
 			return nil, err
 		}
-		e.u32(uint32(len(out)))
-		e.b = append(e.b, out...)
 	}
 	return e.b, nil
 }

@@ -231,10 +231,10 @@ func (s *PSServer) readWith(key string, d *psDecoder, enc func(e *psEncoder, v *
 		return nil, err
 	}
 	s.reads.Add(1)
-	var e psEncoder
+	e := d.answer(0)
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	enc(&e, v)
+	enc(e, v)
 	return e.b, nil
 }
 
@@ -287,12 +287,14 @@ func (s *PSServer) push(key string, d *psDecoder, u Update, read func(e *psEncod
 		return nil, err
 	}
 	if read == nil {
-		return []byte{boolByte(applied)}, nil
+		e := d.answer(1)
+		e.u8(boolByte(applied))
+		return e.b, nil
 	}
 	s.reads.Add(1)
-	e := psEncoder{b: make([]byte, 0, 16)} // read grows it for a value in the message
+	e := d.answer(16) // read grows it for a value in the message
 	e.u8(boolByte(applied))
-	read(&e, v.data)
+	read(e, v.data)
 	return e.b, nil
 }
 

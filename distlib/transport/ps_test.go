@@ -24,7 +24,7 @@ func dialPS(t *testing.T, s *PSServer, token string, caller int) *PSClient {
 	return dialPSWith(t, s, PSClientOptions{Token: token, Caller: caller})
 }
 
-func startPSWith(t *testing.T, opts PSServerOptions) *PSServer {
+func startPSWith(t testing.TB, opts PSServerOptions) *PSServer {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -38,7 +38,7 @@ func startPSWith(t *testing.T, opts PSServerOptions) *PSServer {
 	return s
 }
 
-func dialPSWith(t *testing.T, s *PSServer, opts PSClientOptions) *PSClient {
+func dialPSWith(t testing.TB, s *PSServer, opts PSClientOptions) *PSClient {
 	t.Helper()
 	opts.Timeout = 5 * time.Second
 	c, err := DialPS(s.Addr().String(), opts)
