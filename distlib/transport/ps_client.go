@@ -58,10 +58,10 @@ func (c *PSClient) Close() error {
 	return c.close()
 }
 
-// WaitReady waits until the server answers or ctx ends.
+// WaitReady waits until the server answers or ctx ends (a connection that breaks
+// meanwhile is made again).
 func (c *PSClient) WaitReady(ctx context.Context) error {
-	_, err := c.invoke(ctx, "Ping", "", nil, true)
-	return err
+	return c.waitReady(ctx)
 }
 
 // Ping checks that the server answers now (it does not wait for a connection).

@@ -150,10 +150,10 @@ func (c *WorkerClient) BytesReceived() int64 { return c.recv.Load() }
 // ErrWorkerUnavailable.
 func (c *WorkerClient) Close() error { return c.close() }
 
-// WaitReady waits until the worker answers or ctx ends.
+// WaitReady waits until the worker answers or ctx ends (a connection that breaks
+// meanwhile is made again).
 func (c *WorkerClient) WaitReady(ctx context.Context) error {
-	_, err := c.invoke(ctx, "Ping", "", nil, true)
-	return err
+	return c.waitReady(ctx)
 }
 
 // Run runs the worker's function name for step with the encoded arguments payload and

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -155,6 +156,36 @@ func (c *taskClient) close() error {
 		return nil
 	}
 	return conn.Close()
+}
+
+// waitReady pings the server until it answers or ctx ends (c.timeout when ctx has no
+// deadline). A ping sent on a connection that breaks under it (the server just went away,
+// and another may be starting at its address) fails at once: the next waits for a new
+// connection.
+func (c *taskClient) waitReady(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	for {
+		_, err := c.invoke(ctx, "Ping", "", nil, true)
+		if err == nil || !errors.Is(err, c.unavailable) || c.isClosed() {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// isClosed reports whether close was called.
+func (c *taskClient) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.conn == nil
 }
 
 // invoke calls method with a frame of tag and payload and returns the answer's payload,
