@@ -106,15 +106,10 @@ func (v *ShardedVariable) readInto(a access, dst *tensor.Tensor) (*tensor.Tensor
 	if err != nil {
 		return nil, err
 	}
-	for _, sh := range v.shards {
-		part := v.shardPart(out, sh)
-		got, err := a.clients[sh.task].ReadInto(a.ctx, sh.key, part)
-		if err == nil {
-			err = v.landed(sh, got, part)
-		}
-		if err != nil {
-			return nil, v.fail(a, sh.task, "read", err)
-		}
+	var b psBatch
+	b.add(v, nil, out)
+	if err := b.do(a, "read"); err != nil {
+		return nil, err
 	}
 	return v.result(dst, out)
 }
@@ -183,38 +178,91 @@ func (v *ShardedVariable) updateID(a access, id transport.UpdateID, kind transpo
 	if err := v.checkValue(kind, value); err != nil {
 		return err
 	}
-	data := value.Data()
-	for _, sh := range v.shards {
-		if _, err := a.clients[sh.task].Update(a.ctx, sh.key, transport.Update{ID: id, Kind: kind, Rule: rule, Value: v.shardPart(data, sh)}); err != nil {
-			return v.fail(a, sh.task, kind.String(), err)
-		}
-	}
-	return nil
+	var b psBatch
+	b.add(v, &transport.Update{ID: id, Kind: kind, Rule: rule, Value: value.Data()}, nil)
+	return b.do(a, kind.String())
 }
 
-// updateRead is updateID followed by a read of the variable, each shard in one round
-// trip: the value is the variable right after the update. It is written into dst when dst
-// is not nil (a tensor of the variable's shape, returned), else into a fresh tensor.
-func (v *ShardedVariable) updateRead(a access, id transport.UpdateID, kind transport.UpdateKind, rule transport.Rule, value, dst *tensor.Tensor) (*tensor.Tensor, error) {
-	if err := v.checkValue(kind, value); err != nil {
-		return nil, err
-	}
-	out, err := v.dstData(kind.String(), dst)
-	if err != nil {
-		return nil, err
-	}
-	data := value.Data()
+// psBatch is a step's pushes and reads grouped by the ps task that holds each shard, in
+// the order the tasks are first met.
+type psBatch []psTaskOps
+
+// psTaskOps is what one ps task gets: its ops, and the shard each is about.
+type psTaskOps struct {
+	task   int
+	ops    []*transport.PSOp
+	shards []psShardOf // one per op
+}
+
+// psShardOf is the shard an op is about, and where its value read belongs (part: the
+// shard's part of the variable; nil for a push alone).
+type psShardOf struct {
+	v    *ShardedVariable
+	sh   shard
+	part []float32
+}
+
+// add adds v's shards: each pushes its part of u's value when u is not nil, and reads
+// its part of data when data is not nil.
+func (b *psBatch) add(v *ShardedVariable, u *transport.Update, data []float32) {
 	for _, sh := range v.shards {
-		part := v.shardPart(out, sh)
-		_, got, err := a.clients[sh.task].UpdateRead(a.ctx, sh.key, transport.Update{ID: id, Kind: kind, Rule: rule, Value: v.shardPart(data, sh)}, part)
-		if err == nil {
-			err = v.landed(sh, got, part)
+		op := &transport.PSOp{Key: sh.key}
+		if u != nil {
+			su := *u
+			su.Value = v.shardPart(u.Value, sh)
+			op.Update = &su
 		}
-		if err != nil {
-			return nil, v.fail(a, sh.task, kind.String(), err)
+		r := psShardOf{v: v, sh: sh}
+		if data != nil {
+			r.part = v.shardPart(data, sh)
+			op.Read, op.Dst = true, r.part
+		}
+		k := 0
+		for k < len(*b) && (*b)[k].task != sh.task {
+			k++
+		}
+		if k == len(*b) {
+			*b = append(*b, psTaskOps{task: sh.task})
+		}
+		g := &(*b)[k]
+		g.ops = append(g.ops, op)
+		g.shards = append(g.shards, r)
+	}
+}
+
+// results runs b and returns the values of read (datas[k] is where read[k]'s value goes:
+// dst[k]'s memory, or fresh memory when dst is nil).
+func (b psBatch) results(a access, op string, read []*ShardedVariable, dst []*tensor.Tensor, datas [][]float32) ([]*tensor.Tensor, error) {
+	if err := b.do(a, op); err != nil {
+		return nil, err
+	}
+	out := make([]*tensor.Tensor, len(read))
+	for k, v := range read {
+		var err error
+		if out[k], err = v.result(dstAt(dst, k), datas[k]); err != nil {
+			return nil, err
 		}
 	}
-	return v.result(dst, out)
+	return out, nil
+}
+
+// do sends each task's ops as one Do, the tasks concurrently, and puts the values read
+// in their places. A failed Do names the variable of its first op.
+func (b psBatch) do(a access, op string) error {
+	return parallel(len(b), func(k int) error {
+		g := b[k]
+		if err := a.clients[g.task].Do(a.ctx, g.ops); err != nil {
+			return g.shards[0].v.fail(a, g.task, op, err)
+		}
+		for i, o := range g.ops {
+			if r := g.shards[i]; o.Read {
+				if err := r.v.landed(r.sh, o.Value, r.part); err != nil {
+					return r.v.fail(a, g.task, op, err)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 func (v *ShardedVariable) checkValue(kind transport.UpdateKind, value *tensor.Tensor) error {

@@ -115,23 +115,9 @@ func (c *PSClient) Gather(ctx context.Context, key string, rows []int) ([]float3
 // Update applies u to variable key. It reports false when the server had already applied
 // an update with u.ID (a retried step), in which case nothing changed.
 func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bool, err error) {
-	if done, err := c.viaShm(ctx, len(u.Value), "UpdateShm", key, &u, 0, func(_ *shmCall, d *psDecoder) {
-		applied = d.u8() == 1
-	}); done {
-		return applied, err
-	}
-	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
-	if err := encodeUpdate(&e, u); err != nil {
-		return false, fmt.Errorf("%w (variable %q)", err, key)
-	}
-	b, err := c.invoke(ctx, "Update", key, e.b, false)
-	if err != nil {
-		return false, err
-	}
-	if len(b) != 1 {
-		return false, fmt.Errorf("transport: ps at %s: Update %q: answer of %d bytes, want 1", c.addr, key, len(b))
-	}
-	return b[0] == 1, nil
+	op := PSOp{Key: key, Update: &u}
+	err = c.Do(ctx, []*PSOp{&op})
+	return op.Applied, err
 }
 
 // UpdateRead applies u to variable key like Update and returns the variable's value right
@@ -139,59 +125,21 @@ func (c *PSClient) Update(ctx context.Context, key string, u Update) (applied bo
 // value is written into dst when dst has the variable's size, else into a new slice.
 // When the server had already applied u.ID, applied is false and value is the current one.
 func (c *PSClient) UpdateRead(ctx context.Context, key string, u Update, dst []float32) (applied bool, value []float32, err error) {
-	n := len(dst)
-	if n == 0 && u.Rows == nil {
-		n = len(u.Value) // the variable's size
-	}
-	if done, err := c.viaShm(ctx, max(len(u.Value), n), "UpdateReadShm", key, &u, n, func(call *shmCall, d *psDecoder) {
-		applied = d.u8() == 1
-		value = call.readAnswer(d, dst)
-	}); done {
-		if err != nil {
-			return false, nil, err
-		}
-		return applied, value, nil
-	}
-	e := psEncoder{b: make([]byte, 0, 96+8*len(u.Rows)+4*len(u.Value))}
-	if err := encodeUpdate(&e, u); err != nil {
-		return false, nil, fmt.Errorf("%w (variable %q)", err, key)
-	}
-	b, err := c.invoke(ctx, "UpdateRead", key, e.b, false)
-	if err != nil {
+	op := PSOp{Key: key, Update: &u, Read: true, Dst: dst}
+	if err := c.Do(ctx, []*PSOp{&op}); err != nil {
 		return false, nil, err
 	}
-	d := psDecoder{b: b}
-	applied = d.u8() == 1
-	value = d.floatsOrInto(dst)
-	if err := d.done(); err != nil {
-		return false, nil, fmt.Errorf("transport: ps at %s: UpdateRead %q: %w", c.addr, key, err)
-	}
-	return applied, value, nil
+	return op.Applied, op.Value, nil
 }
 
 // ReadInto is Read that writes the value into dst when dst has the variable's size
 // (else into a new slice), and returns the value without the shape.
 func (c *PSClient) ReadInto(ctx context.Context, key string, dst []float32) ([]float32, error) {
-	var data []float32
-	if done, err := c.viaShm(ctx, len(dst), "ReadShm", key, nil, len(dst), func(call *shmCall, d *psDecoder) {
-		data = call.readAnswer(d, dst)
-	}); done {
-		if err != nil {
-			return nil, err
-		}
-		return data, nil
-	}
-	b, err := c.invoke(ctx, "Read", key, nil, false)
-	if err != nil {
+	op := PSOp{Key: key, Read: true, Dst: dst}
+	if err := c.Do(ctx, []*PSOp{&op}); err != nil {
 		return nil, err
 	}
-	d := psDecoder{b: b}
-	d.ints()
-	data = d.floatsOrInto(dst)
-	if err := d.done(); err != nil {
-		return nil, fmt.Errorf("transport: ps at %s: Read %q: %w", c.addr, key, err)
-	}
-	return data, nil
+	return op.Value, nil
 }
 
 // Forget drops the record of updates of steps below step (steps the coordinator knows are

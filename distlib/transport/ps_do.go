@@ -42,9 +42,9 @@ const (
 	psDoShm = 3 // added to the three above: the same call through the client's region
 )
 
-// Do runs ops on the ps in order, in one round trip: each as Update, UpdateRead or
-// ReadInto would run it, its value through the client's shared memory when it would go
-// that way alone. A training step sends its pushes and reads of all the variables this
+// Do runs ops on the ps in order, in one round trip (Update, UpdateRead and ReadInto are
+// a Do of one op): a value of at least psShmMin float32s goes through the client's shared
+// memory when it has a region, a smaller one in the message. A training step sends its pushes and reads of all the variables this
 // ps holds as one Do instead of a call each. When Do fails, some ops may have been
 // applied (each is applied once, under its variable's lock); a step that runs again
 // sends the same UpdateIDs, and the ps refuses those it applied. A ps that does not map
@@ -136,7 +136,11 @@ func (c *PSClient) do(ctx context.Context, ops []*PSOp, r *psRegion) (done bool,
 		}
 		binary.LittleEndian.PutUint32(e.b[at:], uint32(len(e.b)-at-4))
 	}
-	b, err := c.invoke(ctx, "Do", "", e.b, false)
+	tag := "" // names the variable in the transport's errors when there is one
+	if len(ops) == 1 {
+		tag = ops[0].Key
+	}
+	b, err := c.invoke(ctx, "Do", tag, e.b, false)
 	if isUnknownRegion(err) {
 		return false, nil
 	}
@@ -183,9 +187,9 @@ type doCall struct {
 	payload []byte
 }
 
-// do runs the calls of a Do message in order and answers with each one's answer
-// (length-prefixed). It first holds every region the calls name, so that a call naming
-// one this ps does not map is answered before any call runs.
+// do runs the calls of a Do message in order and answers with their answers one after
+// the other (each delimits itself). It first holds every region the calls name, so that a
+// call naming one this ps does not map is answered before any call runs.
 func (s *PSServer) do(d *psDecoder) ([]byte, error) {
 	n := d.count(1 + 4 + 4) // each call has at least its method, key length and payload length
 	calls := make([]doCall, n)

@@ -15,20 +15,20 @@ import (
 // Parameter-server calls of co-located clients through shared memory.
 //
 // A worker on the ps's host moves a step's gradients and the values that answer them
-// through a region of its own (a sparse file in /dev/shm, as the collectives' regions):
-// at its first large call a PSClient creates the region and offers it to the ps
-// (AttachShm: the file's path, the nonce in its header and the caller's rank); the ps maps
-// it read-write when the header proves it is that client's file on this host, and the
-// client removes the file either way. A call then carries only where its value lies in
-// the region (UpdateShm, UpdateReadShm, ReadShm): the client copies the gradient in, the
-// ps applies the optimizer reading it where it lies and copies the variable's value into
-// the place the call names, under the variable's lock, and the client copies it out. That
-// is one copy each way on each side instead of the codec's encode, frame, socket and
+// through a region of its own (a sparse file in /dev/shm, as the collectives' regions): at
+// its first large call a PSClient creates the region and offers it to the ps (AttachShm:
+// the file's path, the nonce in its header and the caller's rank); the ps maps it
+// read-write when the header proves it is that client's file on this host, and the client
+// removes the file either way. A call (a part of a Do) then carries only where its value
+// lies in the region (UpdateShm, UpdateReadShm, ReadShm): the client copies the gradient
+// in, the ps applies the optimizer reading it where it lies and copies the variable's value
+// into the place the call names, under the variable's lock, and the client copies it out.
+// That is one copy each way on each side instead of the codec's encode, frame, socket and
 // decode copies (bench/ps). A ps that cannot map the region (another host, another
 // container, NoSharedMemory) answers no and the client sends payloads from then on; a ps
 // that does not know the region a call names (it restarted) answers so before it changes
-// anything, and the client sends that call again as a payload and offers a new region at
-// its next large call. Exactly-once is the payload path's: the same UpdateIDs.
+// anything, and the client sends that Do again as payloads and offers a new region at its
+// next large call. Exactly-once is the payload path's: the same UpdateIDs.
 
 const (
 	// psShmMin is the smallest value, in float32s, that goes through shared memory;
@@ -276,51 +276,6 @@ func (call *shmCall) readAnswer(d *psDecoder, dst []float32) []float32 {
 	}
 	copy(dst, call.out[:n])
 	return dst
-}
-
-// viaShm makes a call moving n float32s through the client's region, when it has one
-// (or attaches one now), and decodes its answer with read. done is false when the call did
-// not go that way (no region, no room in it, or the ps did not know it: nothing was
-// changed), and the caller sends it as payloads.
-func (c *PSClient) viaShm(ctx context.Context, n int, method, key string, u *Update, outN int, read func(call *shmCall, d *psDecoder)) (done bool, err error) {
-	r := c.region(ctx, n)
-	if r == nil {
-		return false, nil
-	}
-	defer c.release(r)
-	var value []float32
-	if u != nil {
-		value = u.Value
-	}
-	call, ok := c.prepare(r, value, outN)
-	if !ok {
-		return false, nil
-	}
-	e := psEncoder{b: make([]byte, 0, 160)}
-	call.encode(&e)
-	if u != nil {
-		if err := encodeUpdateHead(&e, *u); err != nil {
-			call.free()
-			return true, fmt.Errorf("%w (variable %q)", err, key)
-		}
-	}
-	b, err := c.invoke(ctx, method, key, e.b, false)
-	if isUnknownRegion(err) {
-		call.free()
-		c.drop(r)
-		return false, nil
-	}
-	if err != nil {
-		c.abandon(r)
-		return true, err
-	}
-	defer call.free()
-	d := psDecoder{b: b}
-	read(&call, &d)
-	if err := d.done(); err != nil {
-		return true, fmt.Errorf("transport: ps at %s: %s %q: %w", c.addr, method, key, err)
-	}
-	return true, nil
 }
 
 // psShmServer is a PSServer's side: the clients' regions it maps.
