@@ -191,6 +191,10 @@ func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t i
 		s.Apply(w, terms[0], slots, t)
 		return
 	}
+	if len(terms) == 2 && s.Kind == Adam && simd.AdamWidth() > 0 {
+		s.adamSum(w, terms[0], terms[1], slots, t)
+		return
+	}
 	var acc [termsChunk]float32
 	sub := make([][]float32, len(slots))
 	for lo := 0; lo < len(w); lo += termsChunk {
@@ -237,13 +241,43 @@ func (s *Spec) sgd(w, g []float32, slots [][]float32) {
 func (s *Spec) adam(w, g []float32, slots [][]float32, t int64) {
 	n := len(w)
 	g, m, v := g[:n], slots[0][:n], slots[1][:n]
-	tf := float64(t)
-	alpha := float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
-	b1, b2, eps := float32(1-s.Beta1), float32(1-s.Beta2), float32(s.Epsilon)
+	alpha, b1, b2, eps := s.adamFactors(t)
 	// The vector loop (AVX-512, else AVX2) does the same arithmetic (bit for bit) 16 or 8
 	// elements at a time; the Go loop does the rest.
 	i := simd.Adam(w, g, m, v, alpha, b1, b2, eps)
 	adamGo(w[i:], g[i:], m[i:], v[i:], alpha, b1, b2, eps)
+}
+
+// adamFactors returns step t's learning rate with the bias corrections (alpha) and the
+// factors 1-beta1, 1-beta2 and epsilon, as adam's loops take them.
+func (s *Spec) adamFactors(t int64) (alpha, b1, b2, eps float32) {
+	tf := float64(t)
+	alpha = float32(s.LearningRate * math.Sqrt(1-math.Pow(s.Beta2, tf)) / (1 - math.Pow(s.Beta1, tf)))
+	return alpha, float32(1 - s.Beta1), float32(1 - s.Beta2), float32(s.Epsilon)
+}
+
+// adamSum is adam with the gradient g0+g1, the two terms summed as the vector loop reads
+// them (simd.AdamSum): one pass over the six arrays instead of a copy and a sum into a
+// buffer first. When the terms are two workers' gradients, one of them lies in the other
+// core's cache, and the loop's arithmetic overlaps with fetching it (bench/RESULTS.md,
+// multiworker "2026-11-27 14:30"). Blocks the vector loop declines (a subnormal term, the
+// tail) are summed here and updated by the Go loop, so every element is adam's on the
+// exact sum.
+func (s *Spec) adamSum(w, g0, g1 []float32, slots [][]float32, t int64) {
+	n := len(w)
+	g0, g1, m, v := g0[:n], g1[:n], slots[0][:n], slots[1][:n]
+	alpha, b1, b2, eps := s.adamFactors(t)
+	width := simd.AdamWidth()
+	var acc [16]float32
+	for i := 0; i < n; {
+		i += simd.AdamSum(w[i:], g0[i:], g1[i:], m[i:], v[i:], alpha, b1, b2, eps)
+		k := min(width, n-i)
+		for j := range k {
+			acc[j] = g0[i+j] + g1[i+j]
+		}
+		adamGo(w[i:i+k], acc[:k], m[i:i+k], v[i:i+k], alpha, b1, b2, eps)
+		i += k
+	}
 }
 
 // adamGo is adam's update in Go, alpha the step's learning rate with the bias corrections.

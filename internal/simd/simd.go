@@ -102,6 +102,43 @@ func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
 	return n
 }
 
+// AdamSum is Adam with the gradient g0+g1, summed as it is read (the sum is never written):
+// each element is bit for bit Adam's on the sum computed exactly (no flush: AddTo's), then
+// flushed as Adam flushes it. It updates the first elements in blocks of Adam's vector
+// width and returns how many: it stops before the first block where g0 or g1 holds a
+// subnormal value (which the loop's denormals-are-zero would drop before the sum) and at the
+// last whole block; the caller updates the next elements in Go and calls it again. It returns
+// 0 on a CPU without the loops.
+func AdamSum(w, g0, g1, m, v []float32, alpha, b1, b2, eps float32) int {
+	var n int
+	switch {
+	case hasAVX512:
+		n = len(w) &^ 15
+	case hasAVX2:
+		n = len(w) &^ 7
+	}
+	if n == 0 {
+		return 0
+	}
+	_, _, _, _ = g0[n-1], g1[n-1], m[n-1], v[n-1]
+	if hasAVX512 {
+		return adamSumAVX512(&w[0], &g0[0], &g1[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+	}
+	return adamSumAVX2(&w[0], &g0[0], &g1[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+}
+
+// AdamWidth is how many elements Adam's and AdamSum's vector loops update at a time, 0 on a
+// CPU without them.
+func AdamWidth() int {
+	switch {
+	case hasAVX512:
+		return 16
+	case hasAVX2:
+		return 8
+	}
+	return 0
+}
+
 // PackTrans32 packs a 32-column strip of a transposed matrix for a matrix multiply: for p
 // in [0, kc), dst[p*32+j] = b[j*ldb+p], j in [0, 32) (b starts at the strip's first
 // element). Blocks of 16 columns are transposed in registers (16 x 16 values at a time),

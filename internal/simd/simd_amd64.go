@@ -28,6 +28,12 @@ func adamAVX512(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
 func adamAVX2(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
 
 //go:noescape
+func adamSumAVX512(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+
+//go:noescape
+func adamSumAVX2(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+
+//go:noescape
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
 
 //go:noescape

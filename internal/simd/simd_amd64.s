@@ -28,11 +28,10 @@
 	VBROADCASTSS b2+48(FP), B2; \
 	VBROADCASTSS eps+52(FP), EPS
 
-// ADAM_STEP updates one vector of elements at DI, SI, DX, R8 and advances them by bytes:
+// ADAM_UPDATE updates one vector of elements at DI, DX, R8 with the gradient in R0:
 // m += (g-m)*b1; v += (g*g-v)*b2; w -= alpha*m/(sqrt(v)+eps), with no fused multiply-add.
-// R0..R7 are scratch vector registers (X, Y or Z: the width).
-#define ADAM_STEP(bytes, R0, R1, R2, R3, R4, R5, R6, R7, A, B1, B2, EPS) \
-	VMOVUPS (SI), R0; \
+// R1..R7 are scratch vector registers (X, Y or Z: the width).
+#define ADAM_UPDATE(R0, R1, R2, R3, R4, R5, R6, R7, A, B1, B2, EPS) \
 	VMOVUPS (DX), R1; \
 	VMOVUPS (R8), R2; \
 	VSUBPS  R1, R0, R3; \
@@ -50,11 +49,33 @@
 	VDIVPS  R5, R6, R6; \
 	VMOVUPS (DI), R7; \
 	VSUBPS  R6, R7, R7; \
-	VMOVUPS R7, (DI); \
+	VMOVUPS R7, (DI)
+
+// ADAM_STEP updates one vector of elements at DI, SI, DX, R8 (the gradient at SI) and
+// advances them by bytes.
+#define ADAM_STEP(bytes, R0, R1, R2, R3, R4, R5, R6, R7, A, B1, B2, EPS) \
+	VMOVUPS (SI), R0; \
+	ADAM_UPDATE(R0, R1, R2, R3, R4, R5, R6, R7, A, B1, B2, EPS); \
 	ADDQ    bytes, DI; \
 	ADDQ    bytes, SI; \
 	ADDQ    bytes, DX; \
 	ADDQ    bytes, R8
+
+// ADAM_SUM_LOAD loads adamSum's arguments: w, g0, g1, m, v into DI, SI, R9, DX, R8,
+// n/width into CX and R10, alpha, b1, b2, eps broadcast into A, B1, B2, EPS.
+#define ADAM_SUM_LOAD(shift, A, B1, B2, EPS) \
+	MOVQ         w+0(FP), DI; \
+	MOVQ         g0+8(FP), SI; \
+	MOVQ         g1+16(FP), R9; \
+	MOVQ         m+24(FP), DX; \
+	MOVQ         v+32(FP), R8; \
+	MOVQ         n+40(FP), CX; \
+	SHRQ         shift, CX; \
+	MOVQ         CX, R10; \
+	VBROADCASTSS alpha+48(FP), A; \
+	VBROADCASTSS b1+52(FP), B1; \
+	VBROADCASTSS b2+56(FP), B2; \
+	VBROADCASTSS eps+60(FP), EPS
 
 // LOAD_ROWS4 loads 4 rows of 16 floats from base, base+R8, base+2*R8, base+R9 (R8 the row
 // stride in bytes, R9 three of them) into r0..r3 (packTrans32AVX512).
@@ -389,6 +410,99 @@ adam2loop:
 	ADAM_STEP($32, Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
 	DECQ CX
 	JNZ  adam2loop
+	VZEROUPPER
+	FTZ_OFF
+	RET
+
+// func adamSumAVX512(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+// adamAVX512's update with the gradient g0+g1, 16 elements at a time (n a positive multiple
+// of 16), summed in the loop. Under MXCSR's denormals-are-zero a subnormal term would count
+// as zero before the addition, where the sum of the terms as written (simd.AddTo, then
+// Adam) keeps it: a block of 16 where either term holds a subnormal value ends the loop, and
+// it returns the elements it updated, which the caller goes on from. A value is subnormal
+// when its exponent bits are zero and its fraction bits are not (integer tests, which DAZ
+// does not touch; VFPCLASSPS's denormal class does not see them under DAZ).
+TEXT ·adamSumAVX512(SB), NOSPLIT, $8-72
+	FTZ_ON
+	ADAM_SUM_LOAD($4, Z28, Z29, Z30, Z31)
+	MOVL         $0x7f800000, AX
+	MOVL         AX, 0(SP)
+	VPBROADCASTD 0(SP), Z26             // exponent bits
+	MOVL         $0x007fffff, AX
+	MOVL         AX, 0(SP)
+	VPBROADCASTD 0(SP), Z27             // fraction bits
+
+adamsumloop:
+	VMOVUPS    (SI), Z0
+	VMOVUPS    (R9), Z8
+	VPTESTNMD  Z26, Z0, K1              // g0's exponent is zero
+	VPTESTMD   Z27, Z0, K1, K1          // and its fraction is not: subnormal
+	VPTESTNMD  Z26, Z8, K2
+	VPTESTMD   Z27, Z8, K2, K2
+	KORTESTW   K1, K2
+	JNZ        adamsumout
+	VADDPS     Z8, Z0, Z0
+	ADAM_UPDATE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
+	ADDQ       $64, DI
+	ADDQ       $64, SI
+	ADDQ       $64, R9
+	ADDQ       $64, DX
+	ADDQ       $64, R8
+	DECQ       CX
+	JNZ        adamsumloop
+
+adamsumout:
+	SUBQ       CX, R10                  // vectors updated
+	SHLQ       $4, R10
+	MOVQ       R10, ret+64(FP)
+	VZEROUPPER
+	FTZ_OFF
+	RET
+
+// func adamSumAVX2(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+// adamSumAVX512's loop, 8 elements at a time (n a positive multiple of 8), the same tests
+// with compares.
+TEXT ·adamSumAVX2(SB), NOSPLIT, $8-72
+	FTZ_ON
+	ADAM_SUM_LOAD($3, Y12, Y13, Y14, Y15)
+	MOVL         $0x7f800000, AX
+	MOVL         AX, 0(SP)
+	VPBROADCASTD 0(SP), Y10             // exponent bits
+	MOVL         $0x007fffff, AX
+	MOVL         AX, 0(SP)
+	VPBROADCASTD 0(SP), Y11             // fraction bits
+	VPXOR        Y9, Y9, Y9
+
+adamsum2loop:
+	VMOVUPS  (SI), Y0
+	VMOVUPS  (R9), Y8
+	VPAND    Y10, Y0, Y1
+	VPCMPEQD Y9, Y1, Y1                 // g0's exponent is zero
+	VPAND    Y11, Y0, Y2
+	VPCMPEQD Y9, Y2, Y2                 // g0's fraction is zero
+	VPANDN   Y1, Y2, Y1                 // g0 subnormal
+	VPAND    Y10, Y8, Y3
+	VPCMPEQD Y9, Y3, Y3
+	VPAND    Y11, Y8, Y4
+	VPCMPEQD Y9, Y4, Y4
+	VPANDN   Y3, Y4, Y3                 // g1 subnormal
+	VPOR     Y3, Y1, Y1
+	VPTEST   Y1, Y1
+	JNZ      adamsum2out
+	VADDPS   Y8, Y0, Y0
+	ADAM_UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
+	ADDQ     $32, DI
+	ADDQ     $32, SI
+	ADDQ     $32, R9
+	ADDQ     $32, DX
+	ADDQ     $32, R8
+	DECQ     CX
+	JNZ      adamsum2loop
+
+adamsum2out:
+	SUBQ     CX, R10                    // vectors updated
+	SHLQ     $3, R10
+	MOVQ     R10, ret+64(FP)
 	VZEROUPPER
 	FTZ_OFF
 	RET

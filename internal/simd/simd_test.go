@@ -3,6 +3,7 @@ package simd
 import (
 	"math"
 	"math/rand"
+	"slices"
 	"testing"
 )
 
@@ -312,6 +313,90 @@ func TestAdamAVX2IsAVX512(t *testing.T) {
 		if math.Float32bits(w1[i]) != math.Float32bits(w2[i]) || math.Float32bits(m1[i]) != math.Float32bits(m2[i]) || math.Float32bits(v1[i]) != math.Float32bits(v2[i]) {
 			t.Fatalf("element %d: AVX2 w %v m %v v %v, AVX-512 %v %v %v", i, w2[i], m2[i], v2[i], w1[i], m1[i], v1[i])
 		}
+	}
+}
+
+// TestAdamSumIsAdamOnTheSum: AdamSum's loops give the Adam loop's values on the two terms
+// summed exactly beforehand (as AddTo sums them), bit for bit, moments near the smallest
+// normal included; each stops at the first block where a term is subnormal (its sum with
+// the other can be normal, which the loop's denormals-are-zero would lose) and the test, as
+// optim's caller does, updates that block from the exact sum and goes on.
+func TestAdamSumIsAdamOnTheSum(t *testing.T) {
+	type loops struct {
+		name  string
+		ok    bool
+		width int
+		adam  func(w, grad, m, v *float32, n int, alpha, b1, b2, eps float32)
+		sum   func(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+	}
+	for _, l := range []loops{{"avx512", hasAVX512, 16, adamAVX512, adamSumAVX512}, {"avx2", hasAVX2, 8, adamAVX2, adamSumAVX2}} {
+		t.Run(l.name, func(t *testing.T) {
+			if !l.ok {
+				t.Skip("simd: the CPU lacks these loops")
+			}
+			rng := rand.New(rand.NewSource(7))
+			const n = 1024
+			small := func() float32 {
+				return float32(math.Ldexp(rng.Float64(), -126+rng.Intn(12)-8)) * float32(1-2*rng.Intn(2))
+			}
+			sub := func() float32 { return float32(math.Ldexp(0.5+rng.Float64()/2, -126)) }
+			w1, m1, v1 := make([]float32, n), make([]float32, n), make([]float32, n)
+			for i := range w1 {
+				w1[i] = rng.Float32()*2 - 1
+				if i%2 == 1 {
+					// First moments a little above the smallest normal: the share of a
+					// normal sum of two subnormal terms in them is not flushed.
+					m1[i], v1[i] = small()*64, small()
+				}
+			}
+			w2, m2, v2 := slices.Clone(w1), slices.Clone(m1), slices.Clone(v1)
+			stops := 0
+			for step := 0; step < 40; step++ {
+				g0, g1, sum := make([]float32, n), make([]float32, n), make([]float32, n)
+				for i := range g0 {
+					switch rng.Intn(8) {
+					case 0: // two subnormals of one sign: their sum is normal
+						g0[i], g1[i] = sub(), sub()
+					case 1:
+						g0[i] = small()
+					case 2:
+						g1[i] = small() * 1e18
+					case 3:
+					default:
+						g0[i], g1[i] = rng.Float32()*2-1, rng.Float32()*2-1
+					}
+					sum[i] = g0[i] + g1[i]
+				}
+				l.adam(&w1[0], &sum[0], &m1[0], &v1[0], n, 1e-3, 0.1, 0.001, 1e-7)
+				for i := 0; i < n; {
+					done := l.sum(&w2[i], &g0[i], &g1[i], &m2[i], &v2[i], n-i, 1e-3, 0.1, 0.001, 1e-7)
+					if done%l.width != 0 || i+done > n {
+						t.Fatalf("step %d: %d elements from %d of %d", step, done, i, n)
+					}
+					i += done
+					if i == n {
+						break
+					}
+					subnormal := func(f float32) bool { return f != 0 && math.Abs(float64(f)) < 0x1p-126 }
+					if !slices.ContainsFunc(g0[i:i+l.width], subnormal) && !slices.ContainsFunc(g1[i:i+l.width], subnormal) {
+						t.Fatalf("step %d: the loop stopped at %d, a block without a subnormal term", step, i)
+					}
+					stops++
+					l.adam(&w2[i], &sum[i], &m2[i], &v2[i], l.width, 1e-3, 0.1, 0.001, 1e-7)
+					i += l.width
+				}
+				// Every step: a later step's large gradient hides a moment's earlier
+				// difference in its last bits.
+				for i := range w1 {
+					if math.Float32bits(w1[i]) != math.Float32bits(w2[i]) || math.Float32bits(m1[i]) != math.Float32bits(m2[i]) || math.Float32bits(v1[i]) != math.Float32bits(v2[i]) {
+						t.Fatalf("step %d, element %d (terms %v %v): AdamSum w %v m %v v %v, Adam on the sum %v %v %v", step, i, g0[i], g1[i], w2[i], m2[i], v2[i], w1[i], m1[i], v1[i])
+					}
+				}
+			}
+			if stops == 0 {
+				t.Fatal("no block had a subnormal term: the test tests nothing")
+			}
+		})
 	}
 }
 
