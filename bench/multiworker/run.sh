@@ -25,6 +25,12 @@
 # batch split by the workers' measured speeds) right after the plain 2-worker run, against
 # the same bound.
 #
+# The peer's figure against the same kind of bound: each round runs two one-process PyTorch
+# trainings (cnn_throughput.py --threads 1, no DDP) side by side, pinned like godist's pair,
+# just before and just after the DDP run, and prints DDP's 2-process throughput as a
+# fraction of their summed throughput (DDP's ranks are not pinned: torch.multiprocessing
+# starts them as they are).
+#
 # Every godist worker runs its kernels on one thread (GODIST_KERNEL_THREADS=1) with
 # GOMAXPROCS=PROCS (default 1; PROCS=2 leaves each worker a second P for its all-reduce
 # goroutines, as DDP's gloo threads run beside its one compute thread: measured slower on
@@ -52,6 +58,21 @@ solos() {
   wait
   cat "$tmp/solo.$r.a" "$tmp/solo.$r.b" >>"$tmp/solo$r.jsonl"
 }
+# The peer's co-located bound: two one-process PyTorch trainings side by side, pinned like
+# solos' pair; round $r's pairs go to pysolo$r.jsonl (an empty line for a run bench_peer
+# stopped).
+pysolos() {
+  for side in a b; do
+    pin=()
+    if [ -n "$PIN" ]; then pin=(taskset -c "$([ $side = a ] && echo 0 || echo 1)"); fi
+    (cd "$peers" && OPENBLAS_NUM_THREADS=1 bench_peer 300 "${pin[@]}" /usr/bin/python3 cnn_throughput.py --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | { grep '^{' || true; } >"$tmp/pysolo.$r.$side" &
+  done
+  wait
+  for side in a b; do
+    line=$(head -n 1 "$tmp/pysolo.$r.$side")
+    echo "${line:-{\"config\": \"stopped (bench_peer)\", \"windows\": []\}}" >>"$tmp/pysolo$r.jsonl"
+  done
+}
 for r in $(seq "$ROUNDS"); do
   GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1.jsonl"
   solos # before the 2-worker run
@@ -62,11 +83,13 @@ for r in $(seq "$ROUNDS"); do
   solos # and after them
   # The same without shared memory: the gradients cross loopback TCP, as between hosts.
   GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
+  pysolos # before DDP
   (cd "$peers" && bench_peer 600 /usr/bin/python3 ddp_throughput.py --world 2 --threads 1 --windows "$WINDOWS" --steps "$STEPS" --warmup 30) | { grep '^{' || true; } >"$tmp/py.$r"
   for k in 1 2; do
     line=$(sed -n "${k}p" "$tmp/py.$r")
     echo "${line:-{\"config\": \"stopped (bench_peer)\", \"windows\": []\}}" >>"$tmp/py$k.jsonl"
   done
+  pysolos # and after it
 done
 PIN=$PIN /usr/bin/python3 - "$tmp" <<'PY'
 import json, os, statistics, sys
@@ -150,6 +173,15 @@ if bounds:
           f"{'met' if med(fb) >= 0.9 else 'not met'}), {med(fl):.2f} of the lockstep bound (rounds {', '.join(f'{x:.2f}' for x in fl)})")
     fbf = [two / bound for two, bound in zip(per("go2free"), bounds)]
     print(f"within rounds: MWMS 2 workers unbound (-nopin) {med(fbf):.2f} of the co-located bound (rounds {', '.join(f'{x:.2f}' for x in fbf)})")
+    # The peer against its own co-located bound, round by round: DDP's 2 processes over two
+    # one-process PyTorch trainings side by side (before and after the DDP run).
+    pyb = []
+    for i in range(1, len(bounds) + 1):
+        ws = [json.loads(l)["windows"] for l in open(f"{d}/pysolo{i}.jsonl")]
+        pyb.append(sum(statistics.median(x for x, _ in w) for w in ws) / 2 if len(ws) == 4 and all(ws) else float("nan"))
+    fp = [two / bound for two, bound in zip(per("py2"), pyb)]
+    print(f"within rounds: DDP 2 processes {med(fp):.2f} of its co-located bound (two 1-process PyTorch trainings side by side: "
+          f"{', '.join(f'{x:.0f}' for x in pyb)} samples/s; rounds {', '.join(f'{x:.2f}' for x in fp)}); MWMS {med(fb):.2f} of its own")
     fbb = [two / bound for two, bound in zip(per("go2bal"), bounds)]
     print(f"within rounds: MWMS 2 workers with BalanceWorkers {med(fbb):.2f} of the co-located bound (rounds {', '.join(f'{x:.2f}' for x in fbb)}; "
           f"goal >= 0.9: {'met' if med(fbb) >= 0.9 else 'not met'})")
