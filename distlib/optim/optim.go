@@ -185,7 +185,8 @@ const termsChunk = 2048
 // lie, summed in rank order as the all-reduce sums them, so that the sum is never written
 // to memory. Every term must be at least len(w) long. The result is Apply's on the summed
 // gradient bit for bit: the rules are elementwise, so ApplyTerms sums and updates a
-// cache-sized piece at a time.
+// cache-sized piece at a time (Adam with two terms, two workers' or replicas' gradients,
+// sums them in its vector loop: adamSum).
 func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t int64) {
 	if len(terms) == 1 {
 		s.Apply(w, terms[0], slots, t)
