@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -498,6 +499,39 @@ func TestDroppedIteratorStopsPrefetch(t *testing.T) {
 	t.Errorf("the prefetch goroutine of a dropped iterator is still running")
 }
 
+// TestBatchOfSlicesIsStack: Batch right after FromTensorSlices copies runs of rows whole;
+// its batches are those of the element-by-element path (a Map in between) for every batch
+// size, with and without the remainder, and copies: writing into a batch leaves the source
+// tensors as they were.
+func TestBatchOfSlicesIsStack(t *testing.T) {
+	x := tensor.RandomNormal([]int{7, 2, 3}, 0, 1, 1)
+	y := tensor.MustNew([]int{7}, []float32{0, 1, 2, 3, 4, 5, 6})
+	keep := slices.Clone(x.Data())
+	src := FromTensorSlices(x, y)
+	same := src.Map(func(e Element) Element { return e }) // not a FromTensorSlices iterator
+	for _, n := range []int{1, 3, 4, 7, 8} {
+		for _, drop := range []bool{false, true} {
+			got, want := src.Batch(n, drop).Collect(), same.Batch(n, drop).Collect()
+			if len(got) != len(want) {
+				t.Fatalf("Batch(%d, %v): %d batches, want %d", n, drop, len(got), len(want))
+			}
+			for i := range got {
+				for k := range got[i] {
+					if !reflect.DeepEqual(got[i][k].Shape(), want[i][k].Shape()) || !reflect.DeepEqual(got[i][k].Data(), want[i][k].Data()) {
+						t.Fatalf("Batch(%d, %v): batch %d component %d: %v %v, want %v %v", n, drop, i, k, got[i][k].Shape(), got[i][k].Data(), want[i][k].Shape(), want[i][k].Data())
+					}
+				}
+				for j := range got[i][0].Data() {
+					got[i][0].Data()[j] = -1
+				}
+			}
+		}
+	}
+	if !reflect.DeepEqual(x.Data(), keep) {
+		t.Fatal("writing into a batch changed the tensor it was sliced from")
+	}
+}
+
 // TestNextRows: a worker's rows of every batch are the rows of Next's batch, whether the
 // pipeline ends in Batch (only they are stacked; options after Batch change nothing) or not
 // (the whole batch comes back), over a last, smaller batch and an empty share; and a shape
@@ -569,5 +603,42 @@ func wantShapePanic(t *testing.T, what, shape string) {
 	e, ok := r.(error)
 	if !ok || !errors.Is(e, ErrShape) || !strings.Contains(e.Error(), shape) {
 		t.Errorf("%s panicked with %v, want ErrShape naming %s", what, r, shape)
+	}
+}
+
+// BenchmarkBatchOfSlices: a batch of 64 MNIST-sized images and labels from FromTensorSlices,
+// taken whole (Batch right after it) or element by element (a Map in between), and a
+// worker's half of a global batch of 128 (Iterator.NextRows, as MultiWorkerMirrored's Fit
+// takes it).
+func BenchmarkBatchOfSlices(b *testing.B) {
+	x := tensor.RandomUniform([]int{64 * 32, 28, 28, 1}, 0, 1, 1)
+	y := tensor.Zeros(64 * 32)
+	src := FromTensorSlices(x, y)
+	half := func(count int) (lo, hi int) { return count / 2, count }
+	for _, c := range []struct {
+		name string
+		ds   *Dataset
+		rows func(count int) (lo, hi int)
+	}{
+		{"whole", src.Batch(64, true), nil},
+		{"by-element", src.Map(func(e Element) Element { return e }).Batch(64, true), nil},
+		{"worker-half-of-128", src.Batch(128, true), half},
+		{"worker-half-of-128-by-element", src.Map(func(e Element) Element { return e }).Batch(128, true), half},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			it := c.ds.Iterator()
+			defer func() { it.Close() }()
+			for b.Loop() {
+				var ok bool
+				if c.rows != nil {
+					_, _, ok = it.NextRows(c.rows)
+				} else {
+					_, ok = it.Next()
+				}
+				if !ok {
+					it = c.ds.Iterator()
+				}
+			}
+		})
 	}
 }

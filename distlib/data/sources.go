@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"slices"
 
 	"godist/distlib/tensor"
 )
@@ -35,21 +36,54 @@ func NewFromTensorSlices(ts ...*tensor.Tensor) (*Dataset, error) {
 	}
 	tensors := append([]*tensor.Tensor(nil), ts...)
 	d := &Dataset{kind: "TensorSliceDataset", card: n, specFn: func() []TensorSpec { return specs }}
-	d.open = func() iterator {
-		i := 0
-		return &funcIter{nextFn: func() (Element, bool) {
-			if i >= n {
-				return nil, false
-			}
-			el := make(Element, len(tensors))
-			for k, t := range tensors {
-				el[k] = sliceRow(t, i)
-			}
-			i++
-			return el, true
-		}}
-	}
+	d.open = func() iterator { return &sliceIter{tensors: tensors, n: n} }
 	return d, nil
+}
+
+// sliceIter is FromTensorSlices' iterator: element i holds row i of every tensor. A Batch
+// right after it takes whole runs of rows (takeRows, rows): one copy per tensor and batch
+// instead of an element (a view of a row of each tensor) per row, and, when a worker keeps
+// only some rows of every batch (Iterator.NextRows), nothing done for the others.
+type sliceIter struct {
+	tensors []*tensor.Tensor
+	i, n    int // the next row, the number of rows
+}
+
+func (s *sliceIter) next() (Element, bool) {
+	if s.i >= s.n {
+		return nil, false
+	}
+	el := make(Element, len(s.tensors))
+	for k, t := range s.tensors {
+		el[k] = sliceRow(t, s.i)
+	}
+	s.i++
+	return el, true
+}
+
+func (s *sliceIter) close() {}
+
+// takeRows moves past the next k rows (fewer at the end) and returns their range.
+func (s *sliceIter) takeRows(k int) (lo, hi int) {
+	lo = s.i
+	s.i = min(s.n, s.i+k)
+	return lo, s.i
+}
+
+// rows returns rows [lo, hi) of every tensor stacked, as Stack of those elements gives them
+// (copies, not views).
+func (s *sliceIter) rows(lo, hi int) Element {
+	el := make(Element, len(s.tensors))
+	for k, t := range s.tensors {
+		shape := t.Shape()
+		stride := 1
+		for _, d := range shape[1:] {
+			stride *= d
+		}
+		shape[0] = hi - lo
+		el[k] = tensor.MustNew(shape, slices.Clone(t.Data()[lo*stride:hi*stride]))
+	}
+	return el
 }
 
 // FromTensorSlices returns a dataset whose i-th element holds the i-th slice along axis 0 of

@@ -130,7 +130,21 @@ func (b *batchIter) fill() bool {
 	return len(b.buf) > 0 && !(b.drop && len(b.buf) < b.n)
 }
 
+// sliceRows takes the next batch's rows from a FromTensorSlices iterator directly: their
+// range, or false at the end of the data.
+func (b *batchIter) sliceRows(s *sliceIter) (lo, hi int, ok bool) {
+	lo, hi = s.takeRows(b.n)
+	return lo, hi, hi > lo && !(b.drop && hi-lo < b.n)
+}
+
 func (b *batchIter) next() (Element, bool) {
+	if s, ok := b.in.(*sliceIter); ok {
+		lo, hi, ok := b.sliceRows(s)
+		if !ok {
+			return nil, false
+		}
+		return s.rows(lo, hi), true
+	}
 	if !b.fill() {
 		return nil, false
 	}
@@ -142,13 +156,28 @@ func (b *batchIter) next() (Element, bool) {
 }
 
 func (b *batchIter) nextRows(rows func(count int) (lo, hi int)) (Element, int, bool) {
-	if !b.fill() {
-		return nil, 0, false
+	s, direct := b.in.(*sliceIter)
+	var first int // a FromTensorSlices batch's first row
+	count := 0
+	if direct {
+		var end int
+		var ok bool
+		if first, end, ok = b.sliceRows(s); !ok {
+			return nil, 0, false
+		}
+		count = end - first
+	} else {
+		if !b.fill() {
+			return nil, 0, false
+		}
+		count = len(b.buf)
 	}
-	count := len(b.buf)
 	lo, hi := rows(count)
 	if lo < 0 || hi < lo || hi > count {
 		panic(fmt.Errorf("%w: rows [%d, %d) of a batch of %d", ErrArgument, lo, hi, count))
+	}
+	if direct {
+		return s.rows(first+lo, first+hi), count, true
 	}
 	el, err := stackRows(b.buf, lo, hi)
 	if err != nil {
