@@ -83,13 +83,7 @@ func Available() bool { return hasAVX512 }
 // DAZ, set for the loop and restored after it), so each element is bit for bit the Go
 // loop's that flushes likewise (optim's).
 func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
-	var n int
-	switch {
-	case hasAVX512:
-		n = len(w) &^ 15
-	case hasAVX2:
-		n = len(w) &^ 7
-	}
+	n := adamLength(len(w))
 	if n == 0 {
 		return 0
 	}
@@ -110,13 +104,7 @@ func Adam(w, g, m, v []float32, alpha, b1, b2, eps float32) int {
 // last whole block; the caller updates the next elements in Go and calls it again. It returns
 // 0 on a CPU without the loops.
 func AdamSum(w, g0, g1, m, v []float32, alpha, b1, b2, eps float32) int {
-	var n int
-	switch {
-	case hasAVX512:
-		n = len(w) &^ 15
-	case hasAVX2:
-		n = len(w) &^ 7
-	}
+	n := adamLength(len(w))
 	if n == 0 {
 		return 0
 	}
@@ -125,6 +113,14 @@ func AdamSum(w, g0, g1, m, v []float32, alpha, b1, b2, eps float32) int {
 		return adamSumAVX512(&w[0], &g0[0], &g1[0], &m[0], &v[0], n, alpha, b1, b2, eps)
 	}
 	return adamSumAVX2(&w[0], &g0[0], &g1[0], &m[0], &v[0], n, alpha, b1, b2, eps)
+}
+
+// adamLength is the part of n elements that Adam's vector loops update: whole vectors.
+func adamLength(n int) int {
+	if w := AdamWidth(); w > 0 {
+		return n &^ (w - 1)
+	}
+	return 0
 }
 
 // AdamWidth is how many elements Adam's and AdamSum's vector loops update at a time, 0 on a
