@@ -414,6 +414,26 @@ adam2loop:
 	FTZ_OFF
 	RET
 
+// FLOAT_BITS broadcasts a float32's exponent bits into EXP and its fraction bits into FRAC
+// (through 0(SP)).
+#define FLOAT_BITS(EXP, FRAC) \
+	MOVL         $0x7f800000, AX; \
+	MOVL         AX, 0(SP); \
+	VPBROADCASTD 0(SP), EXP; \
+	MOVL         $0x007fffff, AX; \
+	MOVL         AX, 0(SP); \
+	VPBROADCASTD 0(SP), FRAC
+
+// ADAM_SUM_NEXT advances adamSum's five pointers by bytes and counts the vector done
+// (flags set for the loop's JNZ).
+#define ADAM_SUM_NEXT(bytes) \
+	ADDQ bytes, DI; \
+	ADDQ bytes, SI; \
+	ADDQ bytes, R9; \
+	ADDQ bytes, DX; \
+	ADDQ bytes, R8; \
+	DECQ CX
+
 // func adamSumAVX512(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
 // adamAVX512's update with the gradient g0+g1, 16 elements at a time (n a positive multiple
 // of 16), summed in the loop. Under MXCSR's denormals-are-zero a subnormal term would count
@@ -425,12 +445,7 @@ adam2loop:
 TEXT ·adamSumAVX512(SB), NOSPLIT, $8-72
 	FTZ_ON
 	ADAM_SUM_LOAD($4, Z28, Z29, Z30, Z31)
-	MOVL         $0x7f800000, AX
-	MOVL         AX, 0(SP)
-	VPBROADCASTD 0(SP), Z26             // exponent bits
-	MOVL         $0x007fffff, AX
-	MOVL         AX, 0(SP)
-	VPBROADCASTD 0(SP), Z27             // fraction bits
+	FLOAT_BITS(Z26, Z27)
 
 adamsumloop:
 	VMOVUPS    (SI), Z0
@@ -443,12 +458,7 @@ adamsumloop:
 	JNZ        adamsumout
 	VADDPS     Z8, Z0, Z0
 	ADAM_UPDATE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
-	ADDQ       $64, DI
-	ADDQ       $64, SI
-	ADDQ       $64, R9
-	ADDQ       $64, DX
-	ADDQ       $64, R8
-	DECQ       CX
+	ADAM_SUM_NEXT($64)
 	JNZ        adamsumloop
 
 adamsumout:
@@ -465,12 +475,7 @@ adamsumout:
 TEXT ·adamSumAVX2(SB), NOSPLIT, $8-72
 	FTZ_ON
 	ADAM_SUM_LOAD($3, Y12, Y13, Y14, Y15)
-	MOVL         $0x7f800000, AX
-	MOVL         AX, 0(SP)
-	VPBROADCASTD 0(SP), Y10             // exponent bits
-	MOVL         $0x007fffff, AX
-	MOVL         AX, 0(SP)
-	VPBROADCASTD 0(SP), Y11             // fraction bits
+	FLOAT_BITS(Y10, Y11)
 	VPXOR        Y9, Y9, Y9
 
 adamsum2loop:
@@ -491,12 +496,7 @@ adamsum2loop:
 	JNZ      adamsum2out
 	VADDPS   Y8, Y0, Y0
 	ADAM_UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
-	ADDQ     $32, DI
-	ADDQ     $32, SI
-	ADDQ     $32, R9
-	ADDQ     $32, DX
-	ADDQ     $32, R8
-	DECQ     CX
+	ADAM_SUM_NEXT($32)
 	JNZ      adamsum2loop
 
 adamsum2out:

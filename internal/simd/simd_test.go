@@ -400,7 +400,8 @@ func TestAdamSumIsAdamOnTheSum(t *testing.T) {
 	}
 }
 
-// BenchmarkAdam runs Adam's loops over the peer CNN's largest variable (5408x64).
+// BenchmarkAdam runs Adam's loops over the peer CNN's largest variable (5408x64), and
+// AdamSum's.
 func BenchmarkAdam(b *testing.B) {
 	const n = 5408 * 64
 	w, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
@@ -418,6 +419,24 @@ func BenchmarkAdam(b *testing.B) {
 			}
 			for b.Loop() {
 				l.f(&w[0], &g[0], &m[0], &v[0], n, 1e-3, 0.1, 0.001, 1e-7)
+			}
+		})
+	}
+	// The same with the gradient as two terms summed in the loop (two workers' gradients).
+	g1 := slices.Clone(g)
+	for _, l := range []struct {
+		name string
+		ok   bool
+		f    func(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+	}{{"sum-avx512", hasAVX512, adamSumAVX512}, {"sum-avx2", hasAVX2, adamSumAVX2}} {
+		b.Run(l.name, func(b *testing.B) {
+			if !l.ok {
+				b.Skip("not on this CPU")
+			}
+			for b.Loop() {
+				if l.f(&w[0], &g[0], &g1[0], &m[0], &v[0], n, 1e-3, 0.1, 0.001, 1e-7) != n {
+					b.Fatal("the loop stopped early")
+				}
 			}
 		})
 	}
