@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"strconv"
+	"syscall"
 )
 
 // pfExiting is the kernel's PF_EXITING flag (include/linux/sched.h), set when a thread
@@ -18,9 +19,16 @@ const pfExiting = 0x4
 // exit, which a loaded machine can pause there) or a zombie (state Z, whether or not its
 // other threads have exited yet), or it has no such file: its Wait has reaped it.
 func ended(pid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	return statEnded(os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat"))
+}
+
+// statEnded is ended's reading of what reading /proc/pid/stat gave. A process reaped between
+// the file's open and its read (its Wait runs beside the launcher's check) reads as ESRCH,
+// not as a missing file: it has ended all the same (a CI run named a peer's exit as a
+// job's cause because of that).
+func statEnded(b []byte, err error) bool {
 	if err != nil {
-		return errors.Is(err, fs.ErrNotExist)
+		return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH)
 	}
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
