@@ -5,6 +5,7 @@ import (
 	"godist/distlib/cell"
 	"math"
 	"sync"
+	"sync/atomic"
 
 	"godist/distlib/device"
 	"godist/distlib/distribute"
@@ -364,6 +365,26 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 		apply(ups[0])
 		return nil
 	}
+	if len(ups) == 2 && mirroredPair(ups[0], ups[1], func(u update) (*tensor.Variable, gradTerms, *slotState, float64) { return u.v, u.g, u.st, u.lr }) {
+		// Two replicas' copies of the same variables, updated with the same terms from the
+		// same state: each goroutine runs the rule over half of every large variable once
+		// and leaves the result in both copies (optim.Spec.ApplyTermsMirrored), instead of
+		// each running it over all of its own copy.
+		mirroredPairSteps.Add(1)
+		return runMirroredPair(len(ups[0]), func(r, i int) (*tensor.Variable, int) { return ups[r][i].v, ups[r][i].v.Size() },
+			func(r, i int, w []float32) { // a small variable: each copy on its own
+				u := ups[r][i]
+				spec := o.spec
+				spec.LearningRate = u.lr
+				spec.ApplyTerms(w, u.g, u.st.slots, u.st.t)
+			},
+			func(r, i, lo, hi int, w, other []float32) {
+				u, o2 := ups[r][i], ups[1-r][i]
+				spec := o.spec
+				spec.LearningRate = u.lr
+				spec.ApplyTermsMirrored(w[lo:hi], other[lo:hi], subTerms(u.g, lo, hi), subTerms(u.st.slots, lo, hi), subTerms(o2.st.slots, lo, hi), u.st.t)
+			})
+	}
 	var wg sync.WaitGroup
 	for _, us := range ups {
 		wg.Add(1)
@@ -374,4 +395,117 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 	}
 	wg.Wait()
 	return nil
+}
+
+// mirroredPairSteps counts the updates that runMirroredPair ran (for tests).
+var mirroredPairSteps atomic.Int64
+
+// mirroredMin is the size from which two replicas' copies of a variable share one update
+// (runMirroredPair); below it, meeting costs more than the half update saves.
+const mirroredMin = 4096
+
+// mirroredPair reports whether two replicas' update lists are the same updates of two
+// copies: the same number, and for each the same terms (the same memory), the same step and
+// learning rate, copies of one size with slot states of their own.
+func mirroredPair[U any](a, b []U, of func(U) (*tensor.Variable, gradTerms, *slotState, float64)) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		va, ga, sa, la := of(a[i])
+		vb, gb, sb, lb := of(b[i])
+		if va == vb || sa == sb || va.Size() != vb.Size() || sa.t != sb.t || la != lb || len(ga) != len(gb) || len(sa.slots) != len(sb.slots) {
+			return false
+		}
+		for k := range ga {
+			if len(ga[k]) != len(gb[k]) || len(ga[k]) > 0 && &ga[k][0] != &gb[k][0] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// runMirroredPair updates n pairs of copies (replica 0's and replica 1's variable i) on two
+// goroutines, one per replica. A variable under mirroredMin gets small(r, i, w) on each copy;
+// a larger one is updated inside both copies' UpdateData at once: each goroutine, holding
+// its copy's new value w, meets the other, runs half(r, i, lo, hi, w, other) over its half
+// [lo, hi) of the elements (writing both copies), and meets it again before either copy
+// takes its new value. A panic on one goroutine releases the other and is returned as an
+// error once both have stopped.
+func runMirroredPair(n int, variable func(r, i int) (*tensor.Variable, int), small func(r, i int, w []float32), half func(r, i, lo, hi int, w, other []float32)) error {
+	type meeting struct {
+		bufs      [2][]float32
+		in, out   atomic.Int32
+		inC, outC chan struct{}
+	}
+	ms := make([]*meeting, n)
+	for i := range ms {
+		ms[i] = &meeting{inC: make(chan struct{}), outC: make(chan struct{})}
+	}
+	abort := make(chan struct{})
+	var abortOnce sync.Once
+	meet := func(count *atomic.Int32, c chan struct{}) bool {
+		if count.Add(1) == 2 {
+			close(c)
+			return true
+		}
+		select {
+		case <-c:
+			return true
+		case <-abort:
+			return false
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for r := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[r] = fmt.Errorf("keras: optimizer update of replica %d: %v", r, p)
+					abortOnce.Do(func() { close(abort) })
+				}
+			}()
+			for i := range n {
+				v, size := variable(r, i)
+				if size < mirroredMin {
+					v.UpdateData(func(w []float32) { small(r, i, w) })
+					continue
+				}
+				m := ms[i]
+				v.UpdateData(func(w []float32) {
+					m.bufs[r] = w
+					if !meet(&m.in, m.inC) {
+						return
+					}
+					mid := size / 2 &^ 63
+					lo, hi := 0, mid
+					if r == 1 {
+						lo, hi = mid, size
+					}
+					half(r, i, lo, hi, w, m.bufs[1-r])
+					meet(&m.out, m.outC)
+				})
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// subTerms returns xs[k][lo:hi] for every k.
+func subTerms(xs [][]float32, lo, hi int) [][]float32 {
+	out := make([][]float32, len(xs))
+	for k, x := range xs {
+		out[k] = x[lo:hi]
+	}
+	return out
 }

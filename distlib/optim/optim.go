@@ -212,6 +212,42 @@ func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t i
 	}
 }
 
+// ApplyTermsMirrored is ApplyTerms on w and slots that also leaves its results in w2 and
+// slots2: a second copy of the variable and of its slots, holding the same values as the
+// first (a mirrored variable's other replica), so that both copies come out of one update
+// instead of the same update run twice. Adam with two terms updates both in one loop
+// (simd.AdamSum2: the second copy is written, never read); any other rule updates the first
+// copy and copies the results into the second. Every slice must be at least len(w) long.
+func (s *Spec) ApplyTermsMirrored(w, w2 []float32, terms [][]float32, slots, slots2 [][]float32, t int64) {
+	n := len(w)
+	if len(terms) == 2 && s.Kind == Adam && simd.AdamWidth() > 0 {
+		g0, g1 := terms[0][:n], terms[1][:n]
+		m, v, m2, v2 := slots[0][:n], slots[1][:n], slots2[0][:n], slots2[1][:n]
+		w2 = w2[:n]
+		alpha, b1, b2, eps := s.adamFactors(t)
+		width := simd.AdamWidth()
+		var acc [16]float32
+		for i := 0; i < n; {
+			i += simd.AdamSum2(w[i:], g0[i:], g1[i:], m[i:], v[i:], w2[i:], m2[i:], v2[i:], alpha, b1, b2, eps)
+			k := min(width, n-i)
+			for j := range k {
+				acc[j] = g0[i+j] + g1[i+j]
+			}
+			adamGo(w[i:i+k], acc[:k], m[i:i+k], v[i:i+k], alpha, b1, b2, eps)
+			copy(w2[i:i+k], w[i:i+k])
+			copy(m2[i:i+k], m[i:i+k])
+			copy(v2[i:i+k], v[i:i+k])
+			i += k
+		}
+		return
+	}
+	s.ApplyTerms(w, terms, slots, t)
+	copy(w2[:n], w)
+	for k := range slots {
+		copy(slots2[k][:n], slots[k][:n])
+	}
+}
+
 // sgd: velocity = m*velocity - lr*g; w += velocity (Nesterov: w += m*velocity - lr*g).
 func (s *Spec) sgd(w, g []float32, slots [][]float32) {
 	n := len(w)

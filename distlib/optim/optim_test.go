@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -320,6 +321,71 @@ func TestApplyTermsIsApply(t *testing.T) {
 						}
 						if !same {
 							t.Fatalf("%v, n %d, %d terms, step %d: element %d: w %v, Apply gives %v", s, n, nt, step, i, w2[i], w1[i])
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestApplyTermsMirroredIsApplyTermsTwice: ApplyTermsMirrored leaves in both copies what
+// ApplyTerms leaves in each when run on each, bit for bit, for every rule and one to three
+// terms (subnormal ones among them), whatever the second copy held before (it is not read).
+func TestApplyTermsMirroredIsApplyTermsTwice(t *testing.T) {
+	rng := rand.New(rand.NewSource(12))
+	specs := []Spec{
+		NewSGD(0.1, 0.9, false), NewAdam(1e-3, 0.9, 0.999, 1e-7), NewRMSprop(1e-3, 0.9, 0.5, 1e-7),
+	}
+	random := func(n int, scale float64) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = float32((rng.Float64()*2 - 1) * scale)
+			if rng.Intn(10) == 0 {
+				x[i] = float32(math.Ldexp(0.5+rng.Float64()/2, -126))
+			}
+		}
+		return x
+	}
+	for _, s := range specs {
+		for _, n := range []int{5, 100, termsChunk + 17} {
+			for nt := 1; nt <= 3; nt++ {
+				w := random(n, 1)
+				slots := make([][]float32, s.Slots())
+				for k := range slots {
+					slots[k] = random(n, 0.01)
+					for i := range slots[k] {
+						slots[k][i] *= slots[k][i] // RMSprop's and Adam's second moments are >= 0
+					}
+				}
+				ref, refSlots := slices.Clone(w), make([][]float32, len(slots))
+				for k := range slots {
+					refSlots[k] = slices.Clone(slots[k])
+				}
+				for step := int64(1); step <= 3; step++ {
+					terms := make([][]float32, nt)
+					for k := range terms {
+						terms[k] = random(n+3, 1)
+					}
+					// The second copy holds garbage before every step: it is written, not read.
+					w2, slots2 := random(n, 9), make([][]float32, len(slots))
+					for k := range slots2 {
+						slots2[k] = random(n, 9)
+					}
+					s.ApplyTerms(ref, terms, refSlots, step)
+					s.ApplyTermsMirrored(w, w2, terms, slots, slots2, step)
+					for i := range ref {
+						same := true
+						for _, c := range [][]float32{w, w2} {
+							same = same && math.Float32bits(c[i]) == math.Float32bits(ref[i])
+						}
+						for k := range slots {
+							for _, c := range [][]float32{slots[k], slots2[k]} {
+								same = same && math.Float32bits(c[i]) == math.Float32bits(refSlots[k][i])
+							}
+						}
+						if !same {
+							t.Fatalf("%v, n %d, %d terms, step %d: element %d: w %v and %v, ApplyTerms gives %v", s, n, nt, step, i, w[i], w2[i], ref[i])
 						}
 					}
 				}

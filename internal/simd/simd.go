@@ -115,6 +115,22 @@ func AdamSum(w, g0, g1, m, v []float32, alpha, b1, b2, eps float32) int {
 	return adamSumAVX2(&w[0], &g0[0], &g1[0], &m[0], &v[0], n, alpha, b1, b2, eps)
 }
 
+// AdamSum2 is AdamSum that also stores every new w, m and v into w2, m2, v2: a second copy
+// of the variable and its slots that holds the same values as w, m, v (a mirrored
+// variable's other replica), updated by the same loop instead of a second one. It returns
+// how many elements it updated in both, stopping where AdamSum stops.
+func AdamSum2(w, g0, g1, m, v, w2, m2, v2 []float32, alpha, b1, b2, eps float32) int {
+	n := adamLength(len(w))
+	if n == 0 {
+		return 0
+	}
+	_, _, _, _, _, _, _ = g0[n-1], g1[n-1], m[n-1], v[n-1], w2[n-1], m2[n-1], v2[n-1]
+	if hasAVX512 {
+		return adamSum2AVX512(&w[0], &g0[0], &g1[0], &m[0], &v[0], &w2[0], &m2[0], &v2[0], n, alpha, b1, b2, eps)
+	}
+	return adamSum2AVX2(&w[0], &g0[0], &g1[0], &m[0], &v[0], &w2[0], &m2[0], &v2[0], n, alpha, b1, b2, eps)
+}
+
 // adamLength is the part of n elements that Adam's vector loops update: whole vectors.
 func adamLength(n int) int {
 	if w := AdamWidth(); w > 0 {

@@ -34,6 +34,12 @@ func adamSumAVX512(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) 
 func adamSumAVX2(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
 
 //go:noescape
+func adamSum2AVX512(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int
+
+//go:noescape
+func adamSum2AVX2(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int
+
+//go:noescape
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32)
 
 //go:noescape

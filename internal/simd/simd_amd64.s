@@ -77,6 +77,35 @@
 	VBROADCASTSS b2+56(FP), B2; \
 	VBROADCASTSS eps+60(FP), EPS
 
+// ADAM_SUM2_LOAD is ADAM_SUM_LOAD for adamSum2's arguments: the second copy's w, m, v into
+// R13, R11, R12.
+#define ADAM_SUM2_LOAD(shift, A, B1, B2, EPS) \
+	MOVQ         w+0(FP), DI; \
+	MOVQ         g0+8(FP), SI; \
+	MOVQ         g1+16(FP), R9; \
+	MOVQ         m+24(FP), DX; \
+	MOVQ         v+32(FP), R8; \
+	MOVQ         w2+40(FP), R13; \
+	MOVQ         m2+48(FP), R11; \
+	MOVQ         v2+56(FP), R12; \
+	MOVQ         n+64(FP), CX; \
+	SHRQ         shift, CX; \
+	MOVQ         CX, R10; \
+	VBROADCASTSS alpha+72(FP), A; \
+	VBROADCASTSS b1+76(FP), B1; \
+	VBROADCASTSS b2+80(FP), B2; \
+	VBROADCASTSS eps+84(FP), EPS
+
+// ADAM_SUM2_STORE stores ADAM_UPDATE's new m, v and w (registers M, V, W) into the second
+// copy and advances its pointers by bytes.
+#define ADAM_SUM2_STORE(bytes, M, V, W) \
+	VMOVUPS M, (R11); \
+	VMOVUPS V, (R12); \
+	VMOVUPS W, (R13); \
+	ADDQ    bytes, R11; \
+	ADDQ    bytes, R12; \
+	ADDQ    bytes, R13
+
 // LOAD_ROWS4 loads 4 rows of 16 floats from base, base+R8, base+2*R8, base+R9 (R8 the row
 // stride in bytes, R9 three of them) into r0..r3 (packTrans32AVX512).
 #define LOAD_ROWS4(base, r0, r1, r2, r3) \
@@ -503,6 +532,75 @@ adamsum2out:
 	SUBQ     CX, R10                    // vectors updated
 	SHLQ     $3, R10
 	MOVQ     R10, ret+64(FP)
+	VZEROUPPER
+	FTZ_OFF
+	RET
+
+// func adamSum2AVX512(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int
+// adamSumAVX512 that also stores each new w, m and v at w2, m2, v2 (a second copy of the
+// variable and its slots, which held the same values): one loop updates both copies.
+TEXT ·adamSum2AVX512(SB), NOSPLIT, $8-96
+	FTZ_ON
+	ADAM_SUM2_LOAD($4, Z28, Z29, Z30, Z31)
+	FLOAT_BITS(Z26, Z27)
+
+adamsum2dloop:
+	VMOVUPS    (SI), Z0
+	VMOVUPS    (R9), Z8
+	VPTESTNMD  Z26, Z0, K1
+	VPTESTMD   Z27, Z0, K1, K1
+	VPTESTNMD  Z26, Z8, K2
+	VPTESTMD   Z27, Z8, K2, K2
+	KORTESTW   K1, K2
+	JNZ        adamsum2dout
+	VADDPS     Z8, Z0, Z0
+	ADAM_UPDATE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
+	ADAM_SUM2_STORE($64, Z1, Z2, Z7)
+	ADAM_SUM_NEXT($64)
+	JNZ        adamsum2dloop
+
+adamsum2dout:
+	SUBQ       CX, R10                  // vectors updated
+	SHLQ       $4, R10
+	MOVQ       R10, ret+88(FP)
+	VZEROUPPER
+	FTZ_OFF
+	RET
+
+// func adamSum2AVX2(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int
+// adamSum2AVX512's loop, 8 elements at a time, with adamSumAVX2's tests.
+TEXT ·adamSum2AVX2(SB), NOSPLIT, $8-96
+	FTZ_ON
+	ADAM_SUM2_LOAD($3, Y12, Y13, Y14, Y15)
+	FLOAT_BITS(Y10, Y11)
+	VPXOR        Y9, Y9, Y9
+
+adamsum2d2loop:
+	VMOVUPS  (SI), Y0
+	VMOVUPS  (R9), Y8
+	VPAND    Y10, Y0, Y1
+	VPCMPEQD Y9, Y1, Y1
+	VPAND    Y11, Y0, Y2
+	VPCMPEQD Y9, Y2, Y2
+	VPANDN   Y1, Y2, Y1
+	VPAND    Y10, Y8, Y3
+	VPCMPEQD Y9, Y3, Y3
+	VPAND    Y11, Y8, Y4
+	VPCMPEQD Y9, Y4, Y4
+	VPANDN   Y3, Y4, Y3
+	VPOR     Y3, Y1, Y1
+	VPTEST   Y1, Y1
+	JNZ      adamsum2d2out
+	VADDPS   Y8, Y0, Y0
+	ADAM_UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
+	ADAM_SUM2_STORE($32, Y1, Y2, Y7)
+	ADAM_SUM_NEXT($32)
+	JNZ      adamsum2d2loop
+
+adamsum2d2out:
+	SUBQ     CX, R10                    // vectors updated
+	SHLQ     $3, R10
+	MOVQ     R10, ret+88(FP)
 	VZEROUPPER
 	FTZ_OFF
 	RET

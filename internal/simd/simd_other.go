@@ -36,6 +36,14 @@ func adamSumAVX2(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) in
 	panic("simd: no AVX2 loops in this build")
 }
 
+func adamSum2AVX512(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int {
+	panic("simd: no AVX-512 loops in this build")
+}
+
+func adamSum2AVX2(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int {
+	panic("simd: no AVX2 loops in this build")
+}
+
 func packTrans32AVX512(b *float32, ldb, kc int, dst *float32) {
 	panic("simd: no AVX-512 loops in this build")
 }

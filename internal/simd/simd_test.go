@@ -400,6 +400,58 @@ func TestAdamSumIsAdamOnTheSum(t *testing.T) {
 	}
 }
 
+// TestAdamSum2IsAdamSum: AdamSum2's loops update w, m, v as AdamSum's do, bit for bit,
+// stop at the same block (a subnormal term), and leave the same values in the second copy,
+// whatever it held (they do not read it).
+func TestAdamSum2IsAdamSum(t *testing.T) {
+	type loops struct {
+		name string
+		ok   bool
+		sum  func(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
+		sum2 func(w, g0, g1, m, v, w2, m2, v2 *float32, n int, alpha, b1, b2, eps float32) int
+	}
+	for _, l := range []loops{{"avx512", hasAVX512, adamSumAVX512, adamSum2AVX512}, {"avx2", hasAVX2, adamSumAVX2, adamSum2AVX2}} {
+		t.Run(l.name, func(t *testing.T) {
+			if !l.ok {
+				t.Skip("simd: the CPU lacks these loops")
+			}
+			rng := rand.New(rand.NewSource(9))
+			const n = 1024
+			random := func(scale float32) []float32 {
+				x := make([]float32, n)
+				for i := range x {
+					x[i] = (rng.Float32()*2 - 1) * scale
+				}
+				return x
+			}
+			for step := 0; step < 10; step++ {
+				w, m, v := random(1), random(0.1), random(0.01)
+				for i := range v {
+					v[i] *= v[i]
+				}
+				g0, g1 := random(1), random(1)
+				if step%2 == 1 { // a subnormal term: both loops stop before its block
+					g1[rng.Intn(n)] = float32(math.Ldexp(0.75, -126))
+				}
+				wa, ma, va := slices.Clone(w), slices.Clone(m), slices.Clone(v)
+				w2, m2, v2 := random(5), random(5), random(5) // garbage: not read
+				doneA := l.sum(&wa[0], &g0[0], &g1[0], &ma[0], &va[0], n, 1e-3, 0.1, 0.001, 1e-7)
+				done := l.sum2(&w[0], &g0[0], &g1[0], &m[0], &v[0], &w2[0], &m2[0], &v2[0], n, 1e-3, 0.1, 0.001, 1e-7)
+				if done != doneA {
+					t.Fatalf("step %d: AdamSum2 updated %d elements, AdamSum %d", step, done, doneA)
+				}
+				for i := range done {
+					for _, c := range [][3]float32{{w[i], wa[i], w2[i]}, {m[i], ma[i], m2[i]}, {v[i], va[i], v2[i]}} {
+						if math.Float32bits(c[0]) != math.Float32bits(c[1]) || math.Float32bits(c[2]) != math.Float32bits(c[1]) {
+							t.Fatalf("step %d, element %d: AdamSum2 %v, its second copy %v; AdamSum %v", step, i, c[0], c[2], c[1])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
 // BenchmarkAdam runs Adam's loops over the peer CNN's largest variable (5408x64), and
 // AdamSum's.
 func BenchmarkAdam(b *testing.B) {

@@ -1,0 +1,84 @@
+package keras
+
+import (
+	"math"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"godist/distlib/tensor"
+)
+
+// TestMirroredPairUpdateIsEachCopysOwn: two replicas' copies updated together (each
+// goroutine half of every large variable, into both copies) end with the values and slots
+// that each copy's own update gives, bit for bit, over steps with subnormal terms among the
+// gradients; variables under mirroredMin and over it, and odd sizes.
+func TestMirroredPairUpdateIsEachCopysOwn(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	random := func(n int) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			x[i] = rng.Float32()*2 - 1
+			if rng.Intn(50) == 0 {
+				x[i] = float32(math.Ldexp(0.75, -126))
+			}
+		}
+		return x
+	}
+	sizes := []int{10, mirroredMin - 1, mirroredMin, 5408*64 + 7}
+	copies := func() [][]*tensor.Variable {
+		vars := make([][]*tensor.Variable, 2)
+		for r := range vars {
+			for i, n := range sizes {
+				init := tensor.MustNew([]int{n}, make([]float32, n))
+				for j := range init.Data() {
+					init.Data()[j] = float32(math.Sin(float64(i*1000 + j)))
+				}
+				vars[r] = append(vars[r], tensor.NewVariable("v", init, true))
+			}
+		}
+		return vars
+	}
+	paired, own := Adam(1e-3), Adam(1e-3)
+	pv, ov := copies(), copies()
+	for step := 0; step < 3; step++ {
+		shared := make([]gradTerms, len(sizes))
+		cloned := make([]gradTerms, len(sizes))
+		for i, n := range sizes {
+			shared[i] = gradTerms{random(n), random(n)}
+			cloned[i] = gradTerms{slices.Clone(shared[i][0]), slices.Clone(shared[i][1])}
+		}
+		before := mirroredPairSteps.Load()
+		if err := paired.applyTerms([][]gradTerms{shared, shared}, pv); err != nil {
+			t.Fatal(err)
+		}
+		if mirroredPairSteps.Load() != before+1 {
+			t.Fatal("the copies were not updated as a pair")
+		}
+		// Replica 1's terms in other memory: not a pair, each copy updated on its own.
+		if err := own.applyTerms([][]gradTerms{shared, cloned}, ov); err != nil {
+			t.Fatal(err)
+		}
+		if mirroredPairSteps.Load() != before+1 {
+			t.Fatal("terms in different memory were updated as a pair")
+		}
+		for r := range 2 {
+			for i := range sizes {
+				got, want := pv[r][i].Value().Data(), ov[r][i].Value().Data()
+				for j := range want {
+					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("step %d, copy %d, variable of %d: element %d is %v, its own update gives %v", step, r, sizes[i], j, got[j], want[j])
+					}
+				}
+				for k, s := range own.slots[ov[r][i]].slots {
+					g := paired.slots[pv[r][i]].slots[k]
+					for j := range s {
+						if math.Float32bits(g[j]) != math.Float32bits(s[j]) {
+							t.Fatalf("step %d, copy %d, variable of %d: slot %d element %d is %v, its own update gives %v", step, r, sizes[i], k, j, g[j], s[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}
