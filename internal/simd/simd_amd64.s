@@ -106,6 +106,41 @@
 	ADDQ    bytes, R12; \
 	ADDQ    bytes, R13
 
+// ADAM_SUM_TERMS512 loads 16 elements of each term (SI, R9) and jumps to out when either
+// holds a subnormal value (its exponent bits zero, Z26, and its fraction bits not, Z27:
+// integer tests, which DAZ does not touch; VFPCLASSPS's denormal class does not see them
+// under DAZ); else it leaves their sum in Z0.
+#define ADAM_SUM_TERMS512(out) \
+	VMOVUPS   (SI), Z0; \
+	VMOVUPS   (R9), Z8; \
+	VPTESTNMD Z26, Z0, K1; \
+	VPTESTMD  Z27, Z0, K1, K1; \
+	VPTESTNMD Z26, Z8, K2; \
+	VPTESTMD  Z27, Z8, K2, K2; \
+	KORTESTW  K1, K2; \
+	JNZ       out; \
+	VADDPS    Z8, Z0, Z0
+
+// ADAM_SUM_TERMS256 is ADAM_SUM_TERMS512 for 8 elements in YMM registers, the tests made
+// with compares (Y10 the exponent bits, Y11 the fraction bits, Y9 zero).
+#define ADAM_SUM_TERMS256(out) \
+	VMOVUPS  (SI), Y0; \
+	VMOVUPS  (R9), Y8; \
+	VPAND    Y10, Y0, Y1; \
+	VPCMPEQD Y9, Y1, Y1; \
+	VPAND    Y11, Y0, Y2; \
+	VPCMPEQD Y9, Y2, Y2; \
+	VPANDN   Y1, Y2, Y1; \
+	VPAND    Y10, Y8, Y3; \
+	VPCMPEQD Y9, Y3, Y3; \
+	VPAND    Y11, Y8, Y4; \
+	VPCMPEQD Y9, Y4, Y4; \
+	VPANDN   Y3, Y4, Y3; \
+	VPOR     Y3, Y1, Y1; \
+	VPTEST   Y1, Y1; \
+	JNZ      out; \
+	VADDPS   Y8, Y0, Y0
+
 // LOAD_ROWS4 loads 4 rows of 16 floats from base, base+R8, base+2*R8, base+R9 (R8 the row
 // stride in bytes, R9 three of them) into r0..r3 (packTrans32AVX512).
 #define LOAD_ROWS4(base, r0, r1, r2, r3) \
@@ -468,24 +503,14 @@ adam2loop:
 // of 16), summed in the loop. Under MXCSR's denormals-are-zero a subnormal term would count
 // as zero before the addition, where the sum of the terms as written (simd.AddTo, then
 // Adam) keeps it: a block of 16 where either term holds a subnormal value ends the loop, and
-// it returns the elements it updated, which the caller goes on from. A value is subnormal
-// when its exponent bits are zero and its fraction bits are not (integer tests, which DAZ
-// does not touch; VFPCLASSPS's denormal class does not see them under DAZ).
+// it returns the elements it updated, which the caller goes on from (ADAM_SUM_TERMS512).
 TEXT ·adamSumAVX512(SB), NOSPLIT, $8-72
 	FTZ_ON
 	ADAM_SUM_LOAD($4, Z28, Z29, Z30, Z31)
 	FLOAT_BITS(Z26, Z27)
 
 adamsumloop:
-	VMOVUPS    (SI), Z0
-	VMOVUPS    (R9), Z8
-	VPTESTNMD  Z26, Z0, K1              // g0's exponent is zero
-	VPTESTMD   Z27, Z0, K1, K1          // and its fraction is not: subnormal
-	VPTESTNMD  Z26, Z8, K2
-	VPTESTMD   Z27, Z8, K2, K2
-	KORTESTW   K1, K2
-	JNZ        adamsumout
-	VADDPS     Z8, Z0, Z0
+	ADAM_SUM_TERMS512(adamsumout)
 	ADAM_UPDATE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
 	ADAM_SUM_NEXT($64)
 	JNZ        adamsumloop
@@ -500,7 +525,7 @@ adamsumout:
 
 // func adamSumAVX2(w, g0, g1, m, v *float32, n int, alpha, b1, b2, eps float32) int
 // adamSumAVX512's loop, 8 elements at a time (n a positive multiple of 8), the same tests
-// with compares.
+// with compares (ADAM_SUM_TERMS256).
 TEXT ·adamSumAVX2(SB), NOSPLIT, $8-72
 	FTZ_ON
 	ADAM_SUM_LOAD($3, Y12, Y13, Y14, Y15)
@@ -508,22 +533,7 @@ TEXT ·adamSumAVX2(SB), NOSPLIT, $8-72
 	VPXOR        Y9, Y9, Y9
 
 adamsum2loop:
-	VMOVUPS  (SI), Y0
-	VMOVUPS  (R9), Y8
-	VPAND    Y10, Y0, Y1
-	VPCMPEQD Y9, Y1, Y1                 // g0's exponent is zero
-	VPAND    Y11, Y0, Y2
-	VPCMPEQD Y9, Y2, Y2                 // g0's fraction is zero
-	VPANDN   Y1, Y2, Y1                 // g0 subnormal
-	VPAND    Y10, Y8, Y3
-	VPCMPEQD Y9, Y3, Y3
-	VPAND    Y11, Y8, Y4
-	VPCMPEQD Y9, Y4, Y4
-	VPANDN   Y3, Y4, Y3                 // g1 subnormal
-	VPOR     Y3, Y1, Y1
-	VPTEST   Y1, Y1
-	JNZ      adamsum2out
-	VADDPS   Y8, Y0, Y0
+	ADAM_SUM_TERMS256(adamsum2out)
 	ADAM_UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
 	ADAM_SUM_NEXT($32)
 	JNZ      adamsum2loop
@@ -545,15 +555,7 @@ TEXT ·adamSum2AVX512(SB), NOSPLIT, $8-96
 	FLOAT_BITS(Z26, Z27)
 
 adamsum2dloop:
-	VMOVUPS    (SI), Z0
-	VMOVUPS    (R9), Z8
-	VPTESTNMD  Z26, Z0, K1
-	VPTESTMD   Z27, Z0, K1, K1
-	VPTESTNMD  Z26, Z8, K2
-	VPTESTMD   Z27, Z8, K2, K2
-	KORTESTW   K1, K2
-	JNZ        adamsum2dout
-	VADDPS     Z8, Z0, Z0
+	ADAM_SUM_TERMS512(adamsum2dout)
 	ADAM_UPDATE(Z0, Z1, Z2, Z3, Z4, Z5, Z6, Z7, Z28, Z29, Z30, Z31)
 	ADAM_SUM2_STORE($64, Z1, Z2, Z7)
 	ADAM_SUM_NEXT($64)
@@ -576,22 +578,7 @@ TEXT ·adamSum2AVX2(SB), NOSPLIT, $8-96
 	VPXOR        Y9, Y9, Y9
 
 adamsum2d2loop:
-	VMOVUPS  (SI), Y0
-	VMOVUPS  (R9), Y8
-	VPAND    Y10, Y0, Y1
-	VPCMPEQD Y9, Y1, Y1
-	VPAND    Y11, Y0, Y2
-	VPCMPEQD Y9, Y2, Y2
-	VPANDN   Y1, Y2, Y1
-	VPAND    Y10, Y8, Y3
-	VPCMPEQD Y9, Y3, Y3
-	VPAND    Y11, Y8, Y4
-	VPCMPEQD Y9, Y4, Y4
-	VPANDN   Y3, Y4, Y3
-	VPOR     Y3, Y1, Y1
-	VPTEST   Y1, Y1
-	JNZ      adamsum2d2out
-	VADDPS   Y8, Y0, Y0
+	ADAM_SUM_TERMS256(adamsum2d2out)
 	ADAM_UPDATE(Y0, Y1, Y2, Y3, Y4, Y5, Y6, Y7, Y12, Y13, Y14, Y15)
 	ADAM_SUM2_STORE($32, Y1, Y2, Y7)
 	ADAM_SUM_NEXT($32)
