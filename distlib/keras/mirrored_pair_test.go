@@ -4,7 +4,9 @@ import (
 	"math"
 	"math/rand"
 	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"godist/distlib/tensor"
 )
@@ -80,5 +82,34 @@ func TestMirroredPairUpdateIsEachCopysOwn(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestMirroredPairPanicFailsTheStep: a panic on one goroutine of a pair update releases
+// the other (no hang) and comes back as the update's error.
+func TestMirroredPairPanicFailsTheStep(t *testing.T) {
+	vars := [2][]*tensor.Variable{}
+	for r := range vars {
+		for range 3 {
+			vars[r] = append(vars[r], tensor.NewVariable("v", tensor.Zeros(mirroredMin), true))
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		done <- runMirroredPair(3, func(r, i int) (*tensor.Variable, int) { return vars[r][i], mirroredMin },
+			func(r, i int, w []float32) {},
+			func(r, i, lo, hi int, w, other []float32) {
+				if r == 0 && i == 1 {
+					panic("boom")
+				}
+			})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "replica 0") || !strings.Contains(err.Error(), "boom") {
+			t.Fatalf("runMirroredPair with a panicking update = %v, want an error naming replica 0 and the panic", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("runMirroredPair hung after one goroutine panicked")
 	}
 }
