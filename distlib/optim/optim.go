@@ -193,7 +193,7 @@ func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t i
 		return
 	}
 	if len(terms) == 2 && s.Kind == Adam && simd.AdamWidth() > 0 {
-		s.adamSum(w, terms[0], terms[1], slots, t)
+		s.adamSum(w, terms[0], terms[1], slots, t, nil, nil)
 		return
 	}
 	var acc [termsChunk]float32
@@ -221,24 +221,7 @@ func (s *Spec) ApplyTerms(w []float32, terms [][]float32, slots [][]float32, t i
 func (s *Spec) ApplyTermsMirrored(w, w2 []float32, terms [][]float32, slots, slots2 [][]float32, t int64) {
 	n := len(w)
 	if len(terms) == 2 && s.Kind == Adam && simd.AdamWidth() > 0 {
-		g0, g1 := terms[0][:n], terms[1][:n]
-		m, v, m2, v2 := slots[0][:n], slots[1][:n], slots2[0][:n], slots2[1][:n]
-		w2 = w2[:n]
-		alpha, b1, b2, eps := s.adamFactors(t)
-		width := simd.AdamWidth()
-		var acc [16]float32
-		for i := 0; i < n; {
-			i += simd.AdamSum2(w[i:], g0[i:], g1[i:], m[i:], v[i:], w2[i:], m2[i:], v2[i:], alpha, b1, b2, eps)
-			k := min(width, n-i)
-			for j := range k {
-				acc[j] = g0[i+j] + g1[i+j]
-			}
-			adamGo(w[i:i+k], acc[:k], m[i:i+k], v[i:i+k], alpha, b1, b2, eps)
-			copy(w2[i:i+k], w[i:i+k])
-			copy(m2[i:i+k], m[i:i+k])
-			copy(v2[i:i+k], v[i:i+k])
-			i += k
-		}
+		s.adamSum(w, terms[0], terms[1], slots, t, w2, slots2)
 		return
 	}
 	s.ApplyTerms(w, terms, slots, t)
@@ -299,20 +282,34 @@ func (s *Spec) adamFactors(t int64) (alpha, b1, b2, eps float32) {
 // core's cache, and the loop's arithmetic overlaps with fetching it (bench/RESULTS.md,
 // multiworker "2026-11-27 14:30"). Blocks the vector loop declines (a subnormal term, the
 // tail) are summed here and updated by the Go loop, so every element is adam's on the
-// exact sum.
-func (s *Spec) adamSum(w, g0, g1 []float32, slots [][]float32, t int64) {
+// exact sum. With w2 non-nil the results also go into w2 and slots2, a second copy that
+// held the same values (ApplyTermsMirrored; simd.AdamSum2 writes both in its loop).
+func (s *Spec) adamSum(w, g0, g1 []float32, slots [][]float32, t int64, w2 []float32, slots2 [][]float32) {
 	n := len(w)
 	g0, g1, m, v := g0[:n], g1[:n], slots[0][:n], slots[1][:n]
+	var m2, v2 []float32
+	if w2 != nil {
+		w2, m2, v2 = w2[:n], slots2[0][:n], slots2[1][:n]
+	}
 	alpha, b1, b2, eps := s.adamFactors(t)
 	width := simd.AdamWidth()
 	var acc [16]float32
 	for i := 0; i < n; {
-		i += simd.AdamSum(w[i:], g0[i:], g1[i:], m[i:], v[i:], alpha, b1, b2, eps)
+		if w2 != nil {
+			i += simd.AdamSum2(w[i:], g0[i:], g1[i:], m[i:], v[i:], w2[i:], m2[i:], v2[i:], alpha, b1, b2, eps)
+		} else {
+			i += simd.AdamSum(w[i:], g0[i:], g1[i:], m[i:], v[i:], alpha, b1, b2, eps)
+		}
 		k := min(width, n-i)
 		for j := range k {
 			acc[j] = g0[i+j] + g1[i+j]
 		}
 		adamGo(w[i:i+k], acc[:k], m[i:i+k], v[i:i+k], alpha, b1, b2, eps)
+		if w2 != nil {
+			copy(w2[i:i+k], w[i:i+k])
+			copy(m2[i:i+k], m[i:i+k])
+			copy(v2[i:i+k], v[i:i+k])
+		}
 		i += k
 	}
 }
