@@ -320,15 +320,9 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 	defer o.mu.Unlock()
 	// Count the step and pick each variable's learning rate first; then update the replica
 	// copies, each on its own goroutine when there are several (their states are disjoint).
-	type update struct {
-		v  *tensor.Variable
-		g  gradTerms
-		st *slotState
-		lr float64
-	}
-	ups := make([][]update, len(vars))
+	ups := make([][]termUpdate, len(vars))
 	for r := range vars {
-		ups[r] = make([]update, 0, len(vars[r]))
+		ups[r] = make([]termUpdate, 0, len(vars[r]))
 		for i, v := range vars[r] {
 			g := grads[r][i]
 			if len(g) == 0 {
@@ -350,14 +344,13 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 			if st.t > o.iterations {
 				o.iterations = st.t
 			}
-			ups[r] = append(ups[r], update{v, g, st, lr})
+			ups[r] = append(ups[r], termUpdate{v, g, st, lr})
 		}
 	}
-	apply := func(us []update) {
+	apply := func(us []termUpdate) {
 		for _, u := range us {
 			// The variable's value is immutable: the update goes into its new value.
-			spec := o.spec
-			spec.LearningRate = u.lr
+			spec := u.rule(o.spec)
 			u.v.UpdateData(func(w []float32) { spec.ApplyTerms(w, u.g, u.st.slots, u.st.t) })
 		}
 	}
@@ -365,7 +358,7 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 		apply(ups[0])
 		return nil
 	}
-	if len(ups) == 2 && mirroredPair(ups[0], ups[1], func(u update) (*tensor.Variable, gradTerms, *slotState, float64) { return u.v, u.g, u.st, u.lr }) {
+	if len(ups) == 2 && mirroredPair(ups[0], ups[1]) {
 		// Two replicas' copies of the same variables, updated with the same terms from the
 		// same state: each goroutine runs the rule over half of every large variable once
 		// and leaves the result in both copies (optim.Spec.ApplyTermsMirrored), instead of
@@ -374,14 +367,12 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 		return runMirroredPair(len(ups[0]), func(r, i int) (*tensor.Variable, int) { return ups[r][i].v, ups[r][i].v.Size() },
 			func(r, i int, w []float32) { // a small variable: each copy on its own
 				u := ups[r][i]
-				spec := o.spec
-				spec.LearningRate = u.lr
+				spec := u.rule(o.spec)
 				spec.ApplyTerms(w, u.g, u.st.slots, u.st.t)
 			},
 			func(r, i, lo, hi int, w, other []float32) {
 				u, o2 := ups[r][i], ups[1-r][i]
-				spec := o.spec
-				spec.LearningRate = u.lr
+				spec := u.rule(o.spec)
 				spec.ApplyTermsMirrored(w[lo:hi], other[lo:hi], subTerms(u.g, lo, hi), subTerms(u.st.slots, lo, hi), subTerms(o2.st.slots, lo, hi), u.st.t)
 			})
 	}
@@ -404,21 +395,37 @@ var mirroredPairSteps atomic.Int64
 // (runMirroredPair); below it, meeting costs more than the half update saves.
 const mirroredMin = 4096
 
+// termUpdate is one variable's update in a step of applyTerms: its terms, slot state and
+// learning rate.
+type termUpdate struct {
+	v  *tensor.Variable
+	g  gradTerms
+	st *slotState
+	lr float64
+}
+
+// rule returns the optimizer's rule with this update's learning rate (a schedule's, at the
+// variable's step).
+func (u termUpdate) rule(base optim.Spec) optim.Spec {
+	base.LearningRate = u.lr
+	return base
+}
+
 // mirroredPair reports whether two replicas' update lists are the same updates of two
 // copies: the same number, and for each the same terms (the same memory), the same step and
 // learning rate, copies of one size with slot states of their own.
-func mirroredPair[U any](a, b []U, of func(U) (*tensor.Variable, gradTerms, *slotState, float64)) bool {
+func mirroredPair(a, b []termUpdate) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		va, ga, sa, la := of(a[i])
-		vb, gb, sb, lb := of(b[i])
-		if va == vb || sa == sb || va.Size() != vb.Size() || sa.t != sb.t || la != lb || len(ga) != len(gb) || len(sa.slots) != len(sb.slots) {
+		ua, ub := a[i], b[i]
+		if ua.v == ub.v || ua.st == ub.st || ua.v.Size() != ub.v.Size() || ua.st.t != ub.st.t || ua.lr != ub.lr ||
+			len(ua.g) != len(ub.g) || len(ua.st.slots) != len(ub.st.slots) {
 			return false
 		}
-		for k := range ga {
-			if len(ga[k]) != len(gb[k]) || len(ga[k]) > 0 && &ga[k][0] != &gb[k][0] {
+		for k := range ua.g {
+			if len(ua.g[k]) != len(ub.g[k]) || len(ua.g[k]) > 0 && &ua.g[k][0] != &ub.g[k][0] {
 				return false
 			}
 		}
