@@ -156,34 +156,32 @@ func (b *batchIter) next() (Element, bool) {
 }
 
 func (b *batchIter) nextRows(rows func(count int) (lo, hi int)) (Element, int, bool) {
-	s, direct := b.in.(*sliceIter)
-	var first int // a FromTensorSlices batch's first row
-	count := 0
-	if direct {
-		var end int
-		var ok bool
-		if first, end, ok = b.sliceRows(s); !ok {
+	if s, ok := b.in.(*sliceIter); ok {
+		first, end, ok := b.sliceRows(s)
+		if !ok {
 			return nil, 0, false
 		}
-		count = end - first
-	} else {
-		if !b.fill() {
-			return nil, 0, false
-		}
-		count = len(b.buf)
+		lo, hi := pickRows(rows, end-first)
+		return s.rows(first+lo, first+hi), end - first, true
 	}
-	lo, hi := rows(count)
-	if lo < 0 || hi < lo || hi > count {
-		panic(fmt.Errorf("%w: rows [%d, %d) of a batch of %d", ErrArgument, lo, hi, count))
+	if !b.fill() {
+		return nil, 0, false
 	}
-	if direct {
-		return s.rows(first+lo, first+hi), count, true
-	}
+	lo, hi := pickRows(rows, len(b.buf))
 	el, err := stackRows(b.buf, lo, hi)
 	if err != nil {
 		panic(err)
 	}
-	return el, count, true
+	return el, len(b.buf), true
+}
+
+// pickRows asks rows for the range it keeps of a batch of count and checks it.
+func pickRows(rows func(count int) (lo, hi int), count int) (lo, hi int) {
+	lo, hi = rows(count)
+	if lo < 0 || hi < lo || hi > count {
+		panic(fmt.Errorf("%w: rows [%d, %d) of a batch of %d", ErrArgument, lo, hi, count))
+	}
+	return lo, hi
 }
 
 func (b *batchIter) close() { b.in.close() }
