@@ -45,7 +45,8 @@ type Bucketer struct {
 	// bucket lies, so starting a bucket early would overlap nothing.
 	sm      SharedMemory
 	smKnown bool
-	keptErr error // the error of this step's sumSharedKept
+	keptErr error    // the error of this step's sumSharedKept
+	box     *postbox // sumSharedKept's, made at its first step
 
 	mu     sync.Mutex
 	grads  [][]float32
@@ -379,7 +380,20 @@ func (b *Bucketer) sumKept(ctx context.Context) {
 		b.keptErr = err
 		return
 	}
-	views, ring, err := sumSharedKept(ctx, p, b.sm, bufs)
+	if b.box == nil {
+		msg := 0
+		for _, buf := range bufs {
+			msg += len(appendPost(nil, b.sm, buf))
+		}
+		b.box = newPostbox(b.sm, msg)
+		if b.box.mem != nil {
+			b.shared.mu.Lock()
+			b.shared.sm = b.sm
+			b.shared.bufs = append(b.shared.bufs, b.box.mem)
+			b.shared.mu.Unlock()
+		}
+	}
+	views, ring, err := sumSharedKept(ctx, p, b.sm, b.box, bufs)
 	if err != nil {
 		b.keptErr = fmt.Errorf("buckets: %w", err)
 		return

@@ -88,7 +88,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 		return nil, false, err
 	}
 	if small {
-		reduceRanks(op, buf, views[0], 0, len(buf))
+		reduceRanks(op, buf, views[0], 0, len(buf), nil)
 		return nil, true, nil
 	}
 	if !placed[0] {
@@ -97,7 +97,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 	if keep {
 		return views[0], true, nil
 	}
-	reduceRanks(op, buf, views[0], r*len(buf)/n, (r+1)*len(buf)/n)
+	reduceRanks(op, buf, views[0], r*len(buf)/n, (r+1)*len(buf)/n, nil)
 	if err := p.signal(ctx, "/shm1"); err != nil {
 		return nil, false, err
 	}
@@ -115,17 +115,19 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 
 // sumSharedKept is allReduceShared with keep and the op Sum for several buffers at once (a
 // Bucketer's buckets): their first messages travel as one, so that all of them take one
-// round of messages together instead of a round each. It returns, for each buffer, every
-// rank's buffer by rank (it lay in shared memory on every rank), or nil when the buffer now
-// holds the sums (a small one) or still has to take the ring (ring[k]: some rank's lies
-// outside shared memory).
-func sumSharedKept(ctx context.Context, p *peer, sm SharedMemory, bufs [][]float32) (views [][][]float32, ring []bool, err error) {
-	var post []byte
+// round together instead of a round each, through pb's boxes once the ranks have learnt
+// where those lie (see postbox). It returns, for each buffer, every rank's buffer by rank
+// (it lay in shared memory on every rank), or nil when the buffer now holds the sums (a
+// small one) or still has to take the ring (ring[k]: some rank's lies outside shared
+// memory).
+func sumSharedKept(ctx context.Context, p *peer, sm SharedMemory, pb *postbox, bufs [][]float32) (views [][][]float32, ring []bool, err error) {
+	post := pb.msg[:0]
 	for _, buf := range bufs {
 		post = appendPost(post, sm, buf)
 	}
-	posts, err := p.exchange(ctx, "/shm", post)
-	defer p.releaseAll(posts)
+	pb.msg = post
+	posts, msgs, err := pb.exchange(ctx, p, post)
+	defer p.releaseAll(msgs)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -137,7 +139,7 @@ func sumSharedKept(ctx context.Context, p *peer, sm SharedMemory, bufs [][]float
 	for k, buf := range bufs {
 		switch {
 		case 4*len(buf) < sharedMinBytes:
-			reduceRanks(Sum, buf, views[k], 0, len(buf))
+			reduceRanks(Sum, buf, views[k], 0, len(buf), pb.acc)
 			views[k] = nil
 		case !placed[k]:
 			views[k], ring[k] = nil, true
@@ -228,9 +230,12 @@ func (p *peer) readPosts(sm SharedMemory, posts [][]byte, bufs [][]float32) (vie
 }
 
 // reduceRanks writes into dst[lo:hi] the reduction of views[0..n-1][lo:hi] in rank order
-// (dst may be one of the views), a cache-sized piece at a time.
-func reduceRanks(op ReduceOp, dst []float32, views [][]float32, lo, hi int) {
-	acc := make([]float32, min(sharedChunk, hi-lo))
+// (dst may be one of the views), a cache-sized piece at a time, in acc when that holds a
+// piece (else in a buffer of its own).
+func reduceRanks(op ReduceOp, dst []float32, views [][]float32, lo, hi int, acc []float32) {
+	if len(acc) < min(sharedChunk, hi-lo) {
+		acc = make([]float32, min(sharedChunk, hi-lo))
+	}
 	for s := lo; s < hi; s += sharedChunk {
 		e := min(s+sharedChunk, hi)
 		a := acc[:e-s]

@@ -359,7 +359,8 @@ func TestBucketerNoRoom(t *testing.T) {
 // the ring at their first step, then handed over as every rank's values where they lie (one
 // round of messages, no reduction), in buffers that alternate from step to step; the small
 // bucket is summed inline. From the second step on, the first messages of all buckets travel
-// as one: one message to each peer a step. Rank 0 reads its terms late, after rank 1 has already written
+// as one: one message to each peer at the second step, then none, through the ranks'
+// postboxes in shared memory. Rank 0 reads its terms late, after rank 1 has already written
 // its next step's gradients: they must still be this step's (a peer may only write a buffer
 // again two steps later).
 func TestBucketerKeepTerms(t *testing.T) {
@@ -433,10 +434,64 @@ func TestBucketerKeepTerms(t *testing.T) {
 			if c := cs[r].count("shm1") + cs[r].count("shm2"); c != 0 {
 				t.Fatalf("%d ranks: rank %d sent %d messages of the reducing rounds", n, r, c)
 			}
-			// The first step: a message per bucket and peer; the 4 others: one per peer.
-			if c, want := cs[r].count("shm"), (3+4)*(n-1); c != want {
+			// The first step: a message per bucket and peer; the second: one per peer, which
+			// tells where the postboxes lie; the 3 others: none (through the boxes).
+			if c, want := cs[r].count("shm"), (3+1)*(n-1); c != want {
 				t.Fatalf("%d ranks: rank %d sent %d first messages, want %d", n, r, c, want)
 			}
+		}
+	}
+}
+
+// TestBucketerKeepTermsOutOfStep: once the ranks exchange their first messages through
+// their postboxes, a step that fails on one rank (its context ends while the other rank is
+// away) leaves the ranks out of step; every later step of that rank fails at once, with an
+// error that says so, instead of reading a message of the wrong step.
+func TestBucketerKeepTermsOutOfStep(t *testing.T) {
+	leakcheck.Check(t)
+	sizes := []int{30_000, 100}
+	group, _ := sharedGroup(2, 8<<20)
+	failed := make(chan struct{})
+	errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+		b, err := collective.NewBucketer(tr, sizes, 0, collective.Sum, collective.KeepTerms())
+		if err != nil {
+			return err
+		}
+		step := func(ctx context.Context) error {
+			for i := range sizes {
+				if err := b.Add(i, b.Buffer(i)); err != nil {
+					return err
+				}
+			}
+			_, err := b.WaitTerms(ctx)
+			return err
+		}
+		for k := range 3 { // the third step goes through the boxes
+			if err := step(ctx); err != nil {
+				return fmt.Errorf("step %d: %w", k, err)
+			}
+		}
+		if tr.Rank() == 1 {
+			<-failed
+			return nil
+		}
+		short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		err = step(short)
+		cancel()
+		close(failed)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("a step without the other rank = %v, want the context's deadline", err)
+		}
+		start := time.Now()
+		err = step(ctx)
+		if err == nil || !strings.Contains(err.Error(), "out of step") || time.Since(start) > time.Second {
+			return fmt.Errorf("the step after a failed one = %v after %v, want an error at once saying the ranks are out of step", err, time.Since(start))
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
 		}
 	}
 }

@@ -16,6 +16,7 @@ type SharedMem struct {
 	*Mem
 	group []*SharedMem
 	bytes int
+	bell  *memBell // the group's, for collective.Doorbell
 
 	regionOnce sync.Once
 	region     *arena
@@ -37,8 +38,9 @@ func NewSharedMem(n int, bytesPerRank int) []*SharedMem {
 	}
 	mems := NewMem(n)
 	g := make([]*SharedMem, n)
+	bell := &memBell{}
 	for i := range g {
-		g[i] = &SharedMem{Mem: mems[i], group: g, bytes: bytesPerRank}
+		g[i] = &SharedMem{Mem: mems[i], group: g, bytes: bytesPerRank, bell: bell}
 	}
 	return g
 }

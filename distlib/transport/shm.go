@@ -11,7 +11,7 @@ import (
 const (
 	shmPrefix   = "godist-shm-"
 	shmMagic    = "godist-shm-v1\x00\x00\x00" // 16 bytes
-	shmHeader   = 4096                        // magic, rank (uint64 LE), 32 nonce bytes, zeros
+	shmHeader   = 4096                        // magic, rank (uint64 LE), 32 nonce bytes, zeros; from byte 64 the doorbell's counters (shmSleepers)
 	shmDefault  = 1 << 30
 	tagShmOffer = "godist/shm/offer"
 	tagShmOK    = "godist/shm/ok"
@@ -49,16 +49,33 @@ var (
 )
 
 type grpcShared struct {
-	rank  int
-	files []*shmFile
+	rank int
 	*arena
+	// Every rank's region and its header, by rank, as mapped at the agreement. Close lays
+	// fresh pages over the mappings (shmFile.retire) and forgets the files, but the
+	// addresses stay reserved, so these stay valid for calls that race with it.
+	regions [][]float32
+	headers [][]byte
+	lost    func(rank int) error // why the transport lost rank, or nil (Await)
+	done    chan struct{}        // closed by Close (Await)
+}
+
+// newGRPCShared is the group's shared memory once every rank has mapped files (by rank).
+func (g *GRPC) newGRPCShared(files []*shmFile, own *shmFile) *grpcShared {
+	s := &grpcShared{rank: g.rank, arena: own.arena, lost: g.box.lostErr, done: g.done,
+		regions: make([][]float32, len(files)), headers: make([][]byte, len(files))}
+	for q, f := range files {
+		s.regions[q] = f.floats
+		s.headers[q] = f.data[:min(shmHeader, len(f.data))]
+	}
+	return s
 }
 
 func (s *grpcShared) View(rank, off, n int) ([]float32, error) {
-	if rank < 0 || rank >= len(s.files) {
-		return nil, fmt.Errorf("transport: shared memory: view of rank %d outside group of %d", rank, len(s.files))
+	if rank < 0 || rank >= len(s.regions) {
+		return nil, fmt.Errorf("transport: shared memory: view of rank %d outside group of %d", rank, len(s.regions))
 	}
-	return viewRegion(s.files[rank].floats, rank, off, n)
+	return viewRegion(s.regions[rank], rank, off, n)
 }
 
 // SharedMemory agrees with the other ranks, at the first call, whether every rank can map
@@ -135,7 +152,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 	}()
 	if own != nil && n == 1 {
 		answer = true
-		return &grpcShared{rank: g.rank, files: files, arena: own.arena}, nil
+		return g.newGRPCShared(files, own), nil
 	}
 	if n == 1 {
 		return nil, nil
@@ -210,7 +227,7 @@ func (g *GRPC) agreeShm(ctx context.Context) (_ *grpcShared, err error) {
 		return nil, nil
 	}
 	answer = true
-	return &grpcShared{rank: g.rank, files: files, arena: own.arena}, nil
+	return g.newGRPCShared(files, own), nil
 }
 
 // shmPeerError names the peer whose message of the agreement could not be sent or received,

@@ -7,9 +7,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -166,4 +168,31 @@ func (f *shmFile) close() error {
 		f.fd = -1
 	}
 	return err
+}
+
+// The futex operations (linux/futex.h). The words lie in mappings shared between processes,
+// so the operations are not the private ones.
+const (
+	futexWaitOp = 0
+	futexWakeOp = 1
+)
+
+// futexWait sleeps while *w holds v, at most d; it returns nil also when woken, when *w no
+// longer holds v, on a signal and at the timeout: the caller looks at the word again.
+func futexWait(w *uint32, v uint32, d time.Duration) error {
+	ts := unix.NsecToTimespec(d.Nanoseconds())
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWaitOp, uintptr(v), uintptr(unsafe.Pointer(&ts)), 0, 0)
+	switch e {
+	case 0, unix.EAGAIN, unix.EINTR, unix.ETIMEDOUT:
+		return nil
+	}
+	return e
+}
+
+// futexWake wakes every waiter sleeping on w.
+func futexWake(w *uint32) error {
+	if _, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(w)), futexWakeOp, math.MaxInt32, 0, 0, 0); e != 0 {
+		return e
+	}
+	return nil
 }

@@ -131,6 +131,9 @@ func TestGRPCSharedMemoryTwoProcesses(t *testing.T) {
 	if err := allReduceAcross(ctx, g, sm); err != nil {
 		t.Fatal(err)
 	}
+	if err := pingPong(ctx, g, sm); err != nil {
+		t.Fatal(err)
+	}
 	if err := g.Send(ctx, 1, "done", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -171,6 +174,9 @@ func shmChild(ctx context.Context, t *testing.T, addrs []string) {
 	if err := allReduceAcross(ctx, g, sm); err != nil {
 		t.Fatal(err)
 	}
+	if err := pingPong(ctx, g, sm); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := g.Recv(ctx, 0, "done"); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +201,52 @@ func allReduceAcross(ctx context.Context, g *GRPC, sm collective.SharedMemory) e
 		for i, v := range buf {
 			if want := float32(3 * (i%7 + 1)); v != want {
 				return fmt.Errorf("rank %d: AllReduce of %d values: [%d] = %v, want %v", g.Rank(), len(buf), i, v, want)
+			}
+		}
+	}
+	return nil
+}
+
+// pingPong rings each other's doorbell (collective.Doorbell) between the two processes: 100
+// rounds back and forth, then 5 where rank 1 rings only after rank 0 has gone to sleep on
+// the futex (past awaitSpin; awaitPoll is a minute there, so only the ring wakes it).
+func pingPong(ctx context.Context, g *GRPC, sm collective.SharedMemory) error {
+	db := sm.(collective.Doorbell)
+	word, err := sm.Alloc(16)
+	if err != nil {
+		return err
+	}
+	defer sm.Free(word)
+	own, _ := sm.Offset(word)
+	other := 1 - g.Rank()
+	if err := g.Send(ctx, other, "bell", []byte(strconv.Itoa(own))); err != nil {
+		return err
+	}
+	msg, err := g.Recv(ctx, other, "bell")
+	if err != nil {
+		return err
+	}
+	off, _ := strconv.Atoi(string(msg))
+	defer func(d time.Duration) { awaitPoll = d }(awaitPoll)
+	awaitPoll = time.Minute
+	for i := uint32(1); i <= 105; i++ {
+		if g.Rank() == 1 && i > 100 {
+			time.Sleep(10*time.Millisecond + awaitSpin)
+		}
+		if g.Rank() == 0 {
+			if err := db.Ring(own, i); err != nil {
+				return err
+			}
+		}
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := db.Await(wctx, other, off, i)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("rank %d: round %d: Await: %w", g.Rank(), i, err)
+		}
+		if g.Rank() == 1 {
+			if err := db.Ring(own, i); err != nil {
+				return err
 			}
 		}
 	}
