@@ -642,3 +642,89 @@ func BenchmarkBatchOfSlices(b *testing.B) {
 		})
 	}
 }
+
+// TestRecycle: where the pipeline ends in Batch, a batch handed back with Recycle lends its
+// storage to the next one (over FromTensorSlices, over other elements, and for the rows
+// NextRows keeps), which holds the right values; a last batch larger than the one handed
+// back gets storage of its own, and a smaller one reads only its own rows. Where the
+// pipeline ends elsewhere (a Map after Batch, Cache) Recycle changes nothing, and the
+// source tensors are never written.
+func TestRecycle(t *testing.T) {
+	x := tensor.RandomNormal([]int{10, 2, 3}, 0, 1, 1)
+	y := tensor.MustNew([]int{10}, []float32{0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
+	keep := slices.Clone(x.Data())
+	src := FromTensorSlices(x, y)
+	reference := src.Batch(4, false).Collect() // batches of 4, 4, 2
+	pointer := func(el Element) *float32 { return &el[0].Data()[0] }
+	for _, tc := range []struct {
+		name    string
+		ds      *Dataset
+		reuses  bool
+		rows    bool // NextRows, keeping rows [1, 3) of every batch
+		wantLen int
+	}{
+		{"slices", src.Batch(4, false), true, false, 3},
+		{"elements", src.Map(func(e Element) Element { return e }).Batch(4, false), true, false, 3},
+		{"slices, rows", src.Batch(4, false).WithOptions(Options{AutoShardPolicy: AutoShardData}), true, true, 3},
+		{"elements, rows", src.Map(func(e Element) Element { return e }).Batch(4, false), true, true, 3},
+		{"map after batch", src.Batch(4, false).Map(func(e Element) Element { return e }), false, false, 3},
+		{"cache after batch", src.Batch(4, false).Cache(), false, false, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := tc.ds.Iterator()
+			defer it.Close()
+			var prev *float32
+			for i := 0; ; i++ {
+				var el Element
+				var ok bool
+				if tc.rows {
+					el, _, ok = it.NextRows(func(count int) (int, int) { return 1, min(3, count) })
+				} else {
+					el, ok = it.Next()
+				}
+				if !ok {
+					if i != tc.wantLen {
+						t.Fatalf("%d batches, want %d", i, tc.wantLen)
+					}
+					break
+				}
+				want := reference[i]
+				if tc.rows {
+					hi := min(3, want[0].Shape()[0])
+					want = Element{sliceRows(want[0], 1, hi), sliceRows(want[1], 1, hi)}
+				}
+				for k := range el {
+					if !reflect.DeepEqual(el[k].Shape(), want[k].Shape()) || !reflect.DeepEqual(el[k].Data(), want[k].Data()) {
+						t.Fatalf("batch %d component %d: %v %v, want %v %v", i, k, el[k].Shape(), el[k].Data(), want[k].Shape(), want[k].Data())
+					}
+				}
+				// Batches 0 and 1 are alike; the last (2 rows) fits in the one before.
+				if reused := pointer(el) == prev; i > 0 && reused != tc.reuses {
+					t.Fatalf("batch %d reuses the storage handed back: %v, want %v", i, reused, tc.reuses)
+				}
+				prev = pointer(el)
+				it.Recycle(el)
+			}
+			if !reflect.DeepEqual(x.Data(), keep) {
+				t.Fatal("the source tensor changed")
+			}
+		})
+	}
+	// A batch larger than the one handed back gets storage of its own.
+	it := src.Batch(4, false).Iterator()
+	defer it.Close()
+	first, _, _ := it.NextRows(func(int) (int, int) { return 0, 1 })
+	it.Recycle(first)
+	second, ok := it.Next()
+	if !ok || pointer(second) == pointer(first) || !reflect.DeepEqual(second[0].Data(), reference[1][0].Data()) {
+		t.Fatalf("a batch of 4 after one of 1 row was handed back: %v, %v", second, ok)
+	}
+}
+
+// sliceRows returns rows [lo, hi) of t, a copy.
+func sliceRows(t *tensor.Tensor, lo, hi int) *tensor.Tensor {
+	shape := t.Shape()
+	stride := t.Size() / shape[0]
+	shape[0] = hi - lo
+	return tensor.MustNew(shape, slices.Clone(t.Data()[lo*stride:hi*stride]))
+}

@@ -2,7 +2,6 @@ package data
 
 import (
 	"fmt"
-	"slices"
 
 	"godist/distlib/tensor"
 )
@@ -71,8 +70,8 @@ func (s *sliceIter) takeRows(k int) (lo, hi int) {
 }
 
 // rows returns rows [lo, hi) of every tensor stacked, as Stack of those elements gives them
-// (copies, not views).
-func (s *sliceIter) rows(lo, hi int) Element {
+// (copies, not views), in spare's storage where it has room (see storage).
+func (s *sliceIter) rows(lo, hi int, spare Element) Element {
 	el := make(Element, len(s.tensors))
 	for k, t := range s.tensors {
 		shape := t.Shape()
@@ -81,7 +80,9 @@ func (s *sliceIter) rows(lo, hi int) Element {
 			stride *= d
 		}
 		shape[0] = hi - lo
-		el[k] = tensor.MustNew(shape, slices.Clone(t.Data()[lo*stride:hi*stride]))
+		buf := storage(spare, k, (hi-lo)*stride)
+		copy(buf, t.Data()[lo*stride:hi*stride])
+		el[k] = tensor.MustNew(shape, buf)
 	}
 	return el
 }

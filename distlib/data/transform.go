@@ -109,12 +109,34 @@ func (d *Dataset) Batch(n int, dropRemainder bool) *Dataset {
 }
 
 // batchIter is Batch's iterator. It stacks every element of a batch (next), or only the
-// rows one worker keeps (nextRows, see Iterator.NextRows).
+// rows one worker keeps (nextRows, see Iterator.NextRows), into the storage of the batch
+// handed back last (Iterator.Recycle) when that is large enough.
 type batchIter struct {
-	in   iterator
-	n    int
-	drop bool
-	buf  []Element
+	in    iterator
+	n     int
+	drop  bool
+	buf   []Element
+	spare Element // a batch handed back (recycle), whose storage the next one takes
+}
+
+// recycle keeps el's storage for the next batch.
+func (b *batchIter) recycle(el Element) { b.spare = el }
+
+// take returns the spare batch (nil if none) for a batch to take its storage; the batch
+// after it allocates again unless this one is handed back too.
+func (b *batchIter) take() Element {
+	s := b.spare
+	b.spare = nil
+	return s
+}
+
+// storage returns n float32s for component k of a batch: the spare batch's when it has a
+// component k with room for them, else fresh ones.
+func storage(spare Element, k, n int) []float32 {
+	if k < len(spare) && spare[k] != nil && cap(spare[k].Data()) >= n {
+		return spare[k].Data()[:n]
+	}
+	return make([]float32, n)
 }
 
 // fill reads the next batch's elements into b.buf; false at the end of the data.
@@ -143,12 +165,12 @@ func (b *batchIter) next() (Element, bool) {
 		if !ok {
 			return nil, false
 		}
-		return s.rows(lo, hi), true
+		return s.rows(lo, hi, b.take()), true
 	}
 	if !b.fill() {
 		return nil, false
 	}
-	el, err := Stack(b.buf)
+	el, err := stackRows(b.buf, 0, len(b.buf), b.take())
 	if err != nil {
 		panic(err)
 	}
@@ -162,13 +184,13 @@ func (b *batchIter) nextRows(rows func(count int) (lo, hi int)) (Element, int, b
 			return nil, 0, false
 		}
 		lo, hi := pickRows(rows, end-first)
-		return s.rows(first+lo, first+hi), end - first, true
+		return s.rows(first+lo, first+hi, b.take()), end - first, true
 	}
 	if !b.fill() {
 		return nil, 0, false
 	}
 	lo, hi := pickRows(rows, len(b.buf))
-	el, err := stackRows(b.buf, lo, hi)
+	el, err := stackRows(b.buf, lo, hi, b.take())
 	if err != nil {
 		panic(err)
 	}
@@ -193,17 +215,18 @@ func Stack(els []Element) (Element, error) {
 	if len(els) == 0 {
 		return nil, fmt.Errorf("%w: Stack of no elements", ErrArgument)
 	}
-	return stackRows(els, 0, len(els))
+	return stackRows(els, 0, len(els), nil)
 }
 
-// stackRows is Stack of els[lo:hi], checking every element of els as Stack does.
-func stackRows(els []Element, lo, hi int) (Element, error) {
+// stackRows is Stack of els[lo:hi], checking every element of els as Stack does, into
+// spare's storage where it has room (see storage).
+func stackRows(els []Element, lo, hi int, spare Element) (Element, error) {
 	ncomp := len(els[0])
 	out := make(Element, ncomp)
 	for k := 0; k < ncomp; k++ {
 		shape := els[0][k].Shape()
 		size := els[0][k].Size()
-		buf := make([]float32, 0, size*(hi-lo))
+		buf := storage(spare, k, size*(hi-lo))[:0]
 		for i, el := range els {
 			if len(el) != ncomp {
 				return nil, fmt.Errorf("%w: batching: element %d has %d components, element 0 has %d", ErrShape, i, len(el), ncomp)

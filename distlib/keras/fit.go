@@ -541,6 +541,11 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 				panic(fmt.Errorf("keras: Fit epoch %d step %d: %w", epoch+1, steps+1, err))
 			}
 			steps += len(batches)
+			if done { // the batches' storage takes the next ones (garbage a step: bench/RESULTS.md, multiworker "2026-11-28")
+				for _, b := range batches {
+					it.Recycle(b)
+				}
+			}
 			logs := Logs{} // a scheduled step: what finished so far, if anything
 			switch {
 			case done:

@@ -60,3 +60,34 @@ func TestFunctionalUnderDataParallel(t *testing.T) {
 	}()
 	fn.Fit(ds, keras.Epochs(1), keras.Verbose(0))
 }
+
+// TestDataParallelRecycledBatchesTrainAsFresh: under mesh.DataParallel too, Fit over batches
+// it hands back to the iterator (data.Iterator.Recycle) trains bit for bit as over fresh
+// batches (a Map after Batch).
+func TestDataParallelRecycledBatchesTrainAsFresh(t *testing.T) {
+	device.Reset()
+	if err := device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(device.Reset)
+	ds := data.FromTensorSlices(tensor.RandomNormal([]int{30, 4}, 0, 1, 1), tensor.RandomNormal([]int{30, 2}, 0, 1, 2)).Batch(8, false)
+	train := func(ds *data.Dataset) []*tensor.Tensor {
+		keras.SetRandomSeed(5)
+		var m *keras.Model
+		mesh.NewDataParallel(mesh.WithDevices(mesh.ListDevices("CPU")...)).Scope(func() {
+			m = keras.Sequential(layers.Input(4), layers.Dense(8, layers.ReLU), layers.Dense(2))
+			m.Compile(keras.SGD(0.05), keras.MeanSquaredError())
+		})
+		m.Fit(ds, keras.Epochs(3), keras.Verbose(0))
+		return m.GetWeights()
+	}
+	want := train(ds.Map(func(e data.Element) data.Element { return e }))
+	got := train(ds)
+	for i := range want {
+		for j, v := range want[i].Data() {
+			if got[i].Data()[j] != v {
+				t.Fatalf("weight %d[%d] = %v over recycled batches, %v over fresh ones", i, j, got[i].Data()[j], v)
+			}
+		}
+	}
+}

@@ -3,10 +3,7 @@ package keras
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
-	"runtime/debug"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -54,54 +51,6 @@ var gradientBucketBytes = 256 << 10
 // 20% slower with segments than with GOMAXPROCS=1 and one pass, and 5% slower with one
 // pass (bench/RESULTS.md "multiworker"): the overlap needs an idle core.
 var overlapBackward = func() bool { return runtime.GOMAXPROCS(0) > 1 }
-
-// lockstepGCPercent is the garbage collector's target (GOGC) while a Fit trains in
-// lockstep with other workers. A training step leaves garbage (the peer CNN at batch 64:
-// about 6 MB a step when this was measured; 0.4 MB, mostly the stacked batch, since the
-// gradients and the convolution's output are kept from step to step), against a live heap
-// of 17 MB; a collection delays its worker by
-// about a millisecond with GOMAXPROCS=1, and in lockstep every other worker waits for it at
-// the next all-reduce. At 400 the workers collect about a quarter as often (12 instead of
-// ~40 collections a worker over 180 steps), for at most 4x the live heap in garbage instead
-// of 2x. The gain measured on 2 shared cores is small beside the machine's drift: 2 workers,
-// interleaved A/B, medians 25.2k (GOGC=100) and 26.4k samples/s (bench/RESULTS.md,
-// 2026-11-26). Setting GOGC in the environment keeps the user's choice.
-const lockstepGCPercent = 400
-
-var (
-	lockstepGCMu    sync.Mutex
-	lockstepGCUsers int
-	lockstepGCPrev  int
-)
-
-// raiseGCForLockstep sets the GC target to lockstepGCPercent for as long as a lockstep Fit
-// runs (Fits of in-process workers share it) unless GOGC is set or the target is already
-// higher, and returns the function that restores it.
-func raiseGCForLockstep() (restore func()) {
-	if os.Getenv("GOGC") != "" {
-		return func() {}
-	}
-	lockstepGCMu.Lock()
-	defer lockstepGCMu.Unlock()
-	if lockstepGCUsers == 0 {
-		lockstepGCPrev = debug.SetGCPercent(lockstepGCPercent)
-		if lockstepGCPrev < 0 || lockstepGCPrev > lockstepGCPercent {
-			debug.SetGCPercent(lockstepGCPrev) // off, or already higher: keep it
-		}
-	}
-	lockstepGCUsers++
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			lockstepGCMu.Lock()
-			defer lockstepGCMu.Unlock()
-			lockstepGCUsers--
-			if lockstepGCUsers == 0 {
-				debug.SetGCPercent(lockstepGCPrev)
-			}
-		})
-	}
-}
 
 // shardMode is what a worker takes from a global batch.
 type shardMode int

@@ -100,6 +100,45 @@ func TestStrategiesTrainAlike(t *testing.T) {
 	}
 }
 
+// TestFitRecycledBatchesTrainAsFresh: Fit hands each batch back to its iterator after the
+// step (data.Iterator.Recycle), so the next batch is written into the same storage; under
+// every strategy that trains in sync, the weights and logs are bit for bit those of a Fit
+// over fresh batches (a Map after Batch: nothing to recycle). A layer or strategy that kept
+// a batch past its step would read the next one's rows instead.
+func TestFitRecycledBatchesTrainAsFresh(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 3)
+	ds := imageData()
+	fresh := ds.Map(func(e data.Element) data.Element { return e })
+	for _, tc := range []struct {
+		name string
+		s    func() distribute.Strategy
+	}{
+		{"default", func() distribute.Strategy { return nil }},
+		{"one device", func() distribute.Strategy { return distribute.NewOneDeviceStrategy("/cpu:1") }},
+		{"mirrored 2", func() distribute.Strategy {
+			return distribute.NewMirroredStrategy(distribute.WithDevices("/cpu:0", "/cpu:1"))
+		}},
+		{"mirrored 3", func() distribute.Strategy { return distribute.NewMirroredStrategy() }},
+		{"central storage", func() distribute.Strategy {
+			return distribute.NewCentralStorageStrategy(distribute.WithDevices("/cpu:1", "/cpu:2"))
+		}},
+	} {
+		want, wantLogs := trainIn(t, tc.s(), fresh)
+		got, logs := trainIn(t, tc.s(), ds)
+		for i := range want {
+			if !slices.Equal(got[i].Data(), want[i].Data()) {
+				t.Fatalf("%s: weight %d = %v over recycled batches, %v over fresh ones", tc.name, i, got[i].Data(), want[i].Data())
+			}
+		}
+		for k, v := range wantLogs {
+			if logs[k] != v {
+				t.Errorf("%s: logs[%s] = %v over recycled batches, %v over fresh ones", tc.name, k, logs[k], v)
+			}
+		}
+	}
+}
+
 func TestMirroredCopiesStayEqualAndPlaced(t *testing.T) {
 	splitCPU(t, 2)
 	s := distribute.NewMirroredStrategy()

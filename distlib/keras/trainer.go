@@ -23,7 +23,9 @@ type trainer interface {
 	batchesPerStep() int
 	// step trains on batches and returns their statistics (done true), or schedules them
 	// and returns the statistics of the scheduled steps finished so far in the epoch
-	// (done false: the rest comes from epochEnd).
+	// (done false: the rest comes from epochEnd). With done true it keeps nothing of the
+	// batches: Fit hands their storage back to the iterator for the next ones
+	// (data.Iterator.Recycle).
 	step(ctx context.Context, batches []data.Element) (st stats, done bool, err error)
 	// epochEnd waits for the epoch's scheduled steps (steps batches in all), reporting
 	// their progress, and returns the statistics step has not returned with done true.
@@ -46,10 +48,9 @@ func (m *Model) trainerFor() trainer {
 
 // syncTrainer runs every step at once on the strategy's replicas (and workers), in sync.
 type syncTrainer struct {
-	m         *Model
-	metrics   []*Metric
-	restoreGC func() // undoes raiseGCForLockstep (several workers), or nil
-	global    int    // rows of the global batch whose share pickRows took last; 0: none
+	m       *Model
+	metrics []*Metric
+	global  int // rows of the global batch whose share pickRows took last; 0: none
 }
 
 // rowPicker is implemented by trainers whose process trains on some rows of every batch:
@@ -79,9 +80,6 @@ func (e *syncTrainer) begin(_ context.Context, cfg *runConfig, _ *data.Dataset) 
 	e.metrics = e.m.compiledMetrics()
 	on, given := cfg.set["balance_workers"]
 	e.m.mw.balance = workerBalance{enabled: on && given}
-	if _, workers := e.m.strategy.ExtendedWorker(); workers > 1 {
-		e.restoreGC = raiseGCForLockstep()
-	}
 	return nil
 }
 
@@ -96,12 +94,7 @@ func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, 
 
 func (e *syncTrainer) epochEnd(context.Context, int, *progress) (stats, error) { return stats{}, nil }
 
-func (e *syncTrainer) end() {
-	if e.restoreGC != nil {
-		e.restoreGC()
-		e.restoreGC = nil
-	}
-}
+func (e *syncTrainer) end() {}
 
 // meshTrainer runs every step on the model's device mesh (variables laid out by a keras
 // distribution, mesh_hook.go).
