@@ -35,7 +35,10 @@ type Doorbell interface {
 // into slot k%2, which its readers are done with by then, since a rank starts step k only
 // after it has read every rank's message of step k-1, and the others start step k+1 only
 // after they have read its message of step k. A failed exchange leaves the ranks' counters
-// out of step, so the postbox then fails every later step with that error.
+// out of step, so the postbox then fails every later step with that error. A Bucketer makes
+// its postbox at its first sumSharedKept, after an all-reduce that every rank took part in
+// (its first step's), so a box that takes memory another Bucketer freed writes there only
+// once every peer is past its last read of it (as Bucketer.place does for the buckets).
 type postbox struct {
 	db    Doorbell
 	sm    SharedMemory
