@@ -13,12 +13,7 @@ import (
 // MNIST-sized images (run with -bench FitStep; reports samples/s).
 func BenchmarkFitStepCNN(b *testing.B) {
 	SetRandomSeed(1)
-	m := Sequential(
-		layers.Conv2D(32, 3, layers.ReLU, layers.InputShape(28, 28, 1)),
-		layers.MaxPooling2D(2),
-		layers.Flatten(),
-		layers.Dense(64, layers.ReLU),
-		layers.Dense(10))
+	m := peerCNN()
 	m.Compile(Adam(1e-3), SparseCategoricalCrossentropy(true), "accuracy")
 	x := tensor.RandomUniform([]int{64, 28, 28, 1}, 0, 1, 1)
 	y := tensor.Fill(3, 64)
@@ -38,12 +33,7 @@ func BenchmarkFitStepCNN(b *testing.B) {
 // allocated per step, mostly what a collection must scan and free).
 func BenchmarkFitLoopCNN(b *testing.B) {
 	SetRandomSeed(1)
-	m := Sequential(
-		layers.Conv2D(32, 3, layers.ReLU, layers.InputShape(28, 28, 1)),
-		layers.MaxPooling2D(2),
-		layers.Flatten(),
-		layers.Dense(64, layers.ReLU),
-		layers.Dense(10))
+	m := peerCNN()
 	m.Compile(Adam(1e-3), SparseCategoricalCrossentropy(true), "accuracy")
 	ds := data.FromTensorSlices(tensor.RandomUniform([]int{64 * 8, 28, 28, 1}, 0, 1, 1), tensor.Fill(3, 64*8)).Batch(64, true)
 	m.Fit(ds, Epochs(1), StepsPerEpoch(8), Verbose(0))
@@ -51,4 +41,14 @@ func BenchmarkFitLoopCNN(b *testing.B) {
 	b.ResetTimer()
 	m.Fit(ds, Epochs(1), StepsPerEpoch(b.N), Verbose(0))
 	b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "samples/s")
+}
+
+// peerCNN is the quickstart's CNN, the peers' model (shared/peers/model.py).
+func peerCNN() *Model {
+	return Sequential(
+		layers.Conv2D(32, 3, layers.ReLU, layers.InputShape(28, 28, 1)),
+		layers.MaxPooling2D(2),
+		layers.Flatten(),
+		layers.Dense(64, layers.ReLU),
+		layers.Dense(10))
 }

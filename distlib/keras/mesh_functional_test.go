@@ -16,11 +16,7 @@ import (
 // the Sequential one does, and freezing a layer after the mesh engine built the model is an
 // error saying to freeze it before, not a silently ignored flag.
 func TestFunctionalUnderDataParallel(t *testing.T) {
-	device.Reset()
-	if err := device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(device.Reset)
+	twoCPUs(t)
 	ds := data.FromTensorSlices(tensor.RandomNormal([]int{32, 4}, 0, 1, 1), tensor.RandomNormal([]int{32, 2}, 0, 1, 2)).Batch(8, false)
 	var dense *layers.DenseLayer
 	train := func(functional bool) *keras.Model {
@@ -65,11 +61,7 @@ func TestFunctionalUnderDataParallel(t *testing.T) {
 // it hands back to the iterator (data.Iterator.Recycle) trains bit for bit as over fresh
 // batches (a Map after Batch).
 func TestDataParallelRecycledBatchesTrainAsFresh(t *testing.T) {
-	device.Reset()
-	if err := device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(device.Reset)
+	twoCPUs(t)
 	ds := data.FromTensorSlices(tensor.RandomNormal([]int{30, 4}, 0, 1, 1), tensor.RandomNormal([]int{30, 2}, 0, 1, 2)).Batch(8, false)
 	train := func(ds *data.Dataset) []*tensor.Tensor {
 		keras.SetRandomSeed(5)
@@ -90,4 +82,14 @@ func TestDataParallelRecycledBatchesTrainAsFresh(t *testing.T) {
 			}
 		}
 	}
+}
+
+// twoCPUs splits the CPU into 2 logical devices for one test.
+func twoCPUs(t *testing.T) {
+	t.Helper()
+	device.Reset()
+	if err := device.SetLogicalDeviceConfiguration(device.ListPhysicalDevices("CPU")[0], make([]device.LogicalDeviceConfiguration, 2)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(device.Reset)
 }

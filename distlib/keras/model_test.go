@@ -172,12 +172,7 @@ func TestWeightsRoundTripAndMismatch(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	layers.ResetNames()
-	m := Sequential(
-		layers.Conv2D(32, 3, layers.ReLU, layers.InputShape(28, 28, 1)),
-		layers.MaxPooling2D(2),
-		layers.Flatten(),
-		layers.Dense(64, layers.ReLU),
-		layers.Dense(10))
+	m := peerCNN()
 	got := m.SummaryString()
 	for _, want := range []string{
 		" conv2d (Conv2D)             (None, 26, 26, 32)        320",

@@ -129,29 +129,25 @@ func TestDoorbell(t *testing.T) {
 			if err := db[0].Ring(-1, 0); err == nil {
 				t.Error("Ring at offset -1 succeeded, want an error")
 			}
-			// Rank 1 closes while rank 0 waits on it: rank 0 learns it has lost rank 1.
-			go func() { done <- db[0].Await(ctx, 1, offs[1], 3) }()
-			time.Sleep(10 * time.Millisecond)
-			tr[1].(io.Closer).Close()
-			select {
-			case err := <-done:
-				if !errors.Is(err, ErrPeerLost) {
-					t.Fatalf("Await on a rank that closed = %v, want ErrPeerLost", err)
+			// Rank 1 closes while rank 0 waits on it: rank 0 learns it has lost rank 1. Then rank
+			// 0 closes while it waits on its own word: ErrClosed.
+			for _, c := range []struct {
+				rank  int
+				want  uint32
+				close int
+				err   error
+			}{{1, 3, 1, ErrPeerLost}, {0, 1, 0, ErrClosed}} {
+				go func() { done <- db[0].Await(ctx, c.rank, offs[c.rank], c.want) }()
+				time.Sleep(10 * time.Millisecond)
+				tr[c.close].(io.Closer).Close()
+				select {
+				case err := <-done:
+					if !errors.Is(err, c.err) {
+						t.Fatalf("Await on rank %d's word when rank %d closes = %v, want %v", c.rank, c.close, err, c.err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("Await on rank %d's word still waits 10s after rank %d closed", c.rank, c.close)
 				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Await on a rank that closed still waits after 10s")
-			}
-			// Rank 0 closes while it waits on its own word: ErrClosed.
-			go func() { done <- db[0].Await(ctx, 0, offs[0], 1) }()
-			time.Sleep(10 * time.Millisecond)
-			tr[0].(io.Closer).Close()
-			select {
-			case err := <-done:
-				if !errors.Is(err, ErrClosed) {
-					t.Fatalf("Await when its endpoint closes = %v, want ErrClosed", err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("Await still waits 10s after its endpoint closed")
 			}
 		})
 	}
