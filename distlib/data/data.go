@@ -208,15 +208,20 @@ func (it *Iterator) NextRows(rows func(count int) (lo, hi int)) (el Element, cou
 // Recycle hands back an element that Next or NextRows returned, once the caller is done
 // with it: the iterator may write a later element into its tensors' storage, so neither
 // they nor anything that shares their data may be read or written afterwards. Where the
-// pipeline ends in Batch (options set after it change nothing), the next batch reuses that
-// storage instead of allocating its own (Fit does this after each step, so that a training
-// loop leaves next to no garbage for its batches); elsewhere Recycle does nothing, since an
-// element from a Map, a Cache or the tensors of FromTensorSlices may share storage that
-// is still in use.
+// pipeline ends in Batch, or in Batch then Prefetch (options set after them change
+// nothing), a later batch reuses that storage instead of allocating its own (Fit does this
+// after each step, so that a training loop leaves next to no garbage for its batches);
+// elsewhere Recycle does nothing, since an element from a Map, a Cache or the tensors of
+// FromTensorSlices may share storage that is still in use.
 func (it *Iterator) Recycle(el Element) {
-	if b, ok := it.it.(*batchIter); ok && !it.closed {
-		b.recycle(el)
+	if r, ok := it.it.(recycler); ok && !it.closed {
+		r.recycle(el)
 	}
+}
+
+// recycler is an iterator that takes back the storage of the elements it gave (Recycle).
+type recycler interface {
+	recycle(el Element)
 }
 
 // Close ends the pass and stops the pipeline's background goroutines, waiting for them to

@@ -721,6 +721,51 @@ func TestRecycle(t *testing.T) {
 	}
 }
 
+// TestRecyclePrefetched: after Batch then Prefetch, a batch handed back is written again by
+// the prefetching goroutine a few batches later (it runs ahead), with the right values, so
+// that a pass over 10 batches takes storage for fewer; a Map between them stops it.
+func TestRecyclePrefetched(t *testing.T) {
+	x := tensor.RandomNormal([]int{40, 3}, 0, 1, 1)
+	y := tensor.RandomNormal([]int{40}, 0, 1, 2)
+	keep := slices.Clone(x.Data())
+	src := FromTensorSlices(x, y)
+	reference := src.Batch(4, true).Collect()
+	for _, tc := range []struct {
+		name    string
+		ds      *Dataset
+		recycle bool
+	}{
+		{"batch, prefetch", src.Batch(4, true).Prefetch(1), true},
+		{"batch, map, prefetch", src.Batch(4, true).Map(func(e Element) Element { return e }).Prefetch(1), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			it := tc.ds.Iterator()
+			defer it.Close()
+			seen := map[*float32]bool{}
+			n := 0
+			for el, ok := it.Next(); ok; el, ok = it.Next() {
+				for k := range el {
+					if !reflect.DeepEqual(el[k].Data(), reference[n][k].Data()) {
+						t.Fatalf("batch %d component %d: %v, want %v", n, k, el[k].Data(), reference[n][k].Data())
+					}
+				}
+				seen[&el[0].Data()[0]] = true
+				it.Recycle(el)
+				n++
+			}
+			if n != 10 {
+				t.Fatalf("%d batches, want 10", n)
+			}
+			if reused := len(seen) < n; reused != tc.recycle {
+				t.Fatalf("10 batches in %d distinct buffers: reused %v, want %v", len(seen), reused, tc.recycle)
+			}
+			if !reflect.DeepEqual(x.Data(), keep) {
+				t.Fatal("the source tensor changed")
+			}
+		})
+	}
+}
+
 // sliceRows returns rows [lo, hi) of t, a copy.
 func sliceRows(t *tensor.Tensor, lo, hi int) *tensor.Tensor {
 	shape := t.Shape()

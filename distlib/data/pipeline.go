@@ -166,6 +166,7 @@ type prefetchIter struct {
 	stop   chan struct{}
 	done   chan struct{}
 	closed bool
+	spare  chan Element // elements handed back (recycle) for the input, when it recycles
 }
 
 func startPrefetch(in iterator, n int) *prefetchIter {
@@ -174,8 +175,23 @@ func startPrefetch(in iterator, n int) *prefetchIter {
 		stop: make(chan struct{}),
 		done: make(chan struct{}),
 	}
+	if _, ok := in.(recycler); ok {
+		p.spare = make(chan Element, 1)
+	}
 	go p.run(in)
 	return p
+}
+
+// recycle passes el to the input (see Iterator.Recycle) in the goroutine that runs it, before
+// its next element; one waits at a time, a second is dropped.
+func (p *prefetchIter) recycle(el Element) {
+	if p.spare == nil {
+		return
+	}
+	select {
+	case p.spare <- el:
+	default:
+	}
 }
 
 // run produces elements until the input ends, the pipeline panics or stop is closed. A
@@ -186,6 +202,11 @@ func (p *prefetchIter) run(in iterator) {
 	defer close(p.ch)
 	defer in.close()
 	for {
+		select {
+		case el := <-p.spare: // nil channel: the input does not recycle
+			in.(recycler).recycle(el)
+		default:
+		}
 		item, ok := safeNext(in)
 		if !ok {
 			return

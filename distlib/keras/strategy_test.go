@@ -103,7 +103,8 @@ func TestStrategiesTrainAlike(t *testing.T) {
 // TestFitRecycledBatchesTrainAsFresh: Fit hands each batch back to its iterator after the
 // step (data.Iterator.Recycle), so the next batch is written into the same storage; under
 // every strategy that trains in sync, the weights and logs are bit for bit those of a Fit
-// over fresh batches (a Map after Batch: nothing to recycle). A layer or strategy that kept
+// over fresh batches (a Map after Batch: nothing to recycle), with and without a Prefetch
+// after the Batch. A layer or strategy that kept
 // a batch past its step would read the next one's rows instead.
 func TestFitRecycledBatchesTrainAsFresh(t *testing.T) {
 	leakcheck.Check(t)
@@ -125,15 +126,20 @@ func TestFitRecycledBatchesTrainAsFresh(t *testing.T) {
 		}},
 	} {
 		want, wantLogs := trainIn(t, tc.s(), fresh)
-		got, logs := trainIn(t, tc.s(), ds)
-		for i := range want {
-			if !slices.Equal(got[i].Data(), want[i].Data()) {
-				t.Fatalf("%s: weight %d = %v over recycled batches, %v over fresh ones", tc.name, i, got[i].Data(), want[i].Data())
+		for _, recycled := range []struct {
+			name string
+			ds   *data.Dataset
+		}{{"batch", ds}, {"batch, prefetch", ds.Prefetch(2)}} {
+			got, logs := trainIn(t, tc.s(), recycled.ds)
+			for i := range want {
+				if !slices.Equal(got[i].Data(), want[i].Data()) {
+					t.Fatalf("%s, %s: weight %d = %v over recycled batches, %v over fresh ones", tc.name, recycled.name, i, got[i].Data(), want[i].Data())
+				}
 			}
-		}
-		for k, v := range wantLogs {
-			if logs[k] != v {
-				t.Errorf("%s: logs[%s] = %v over recycled batches, %v over fresh ones", tc.name, k, logs[k], v)
+			for k, v := range wantLogs {
+				if logs[k] != v {
+					t.Errorf("%s, %s: logs[%s] = %v over recycled batches, %v over fresh ones", tc.name, recycled.name, k, logs[k], v)
+				}
 			}
 		}
 	}
