@@ -16,13 +16,39 @@ var (
 	_ collective.Doorbell = (*memShared)(nil)
 )
 
-// awaitSpin is how long Await watches a word before it sleeps on it. Workers of one host in
-// lockstep arrive at their all-reduce within a few hundred microseconds of each other; a
-// waiter that still watches sees the post at once, where a sleeping one is woken through the
-// kernel (tens of microseconds on a VM, as long as a TCP message's wake-up). Beyond it the
-// waiter sleeps, so that ranks sharing a core (more workers than cores) do not spin against
-// the one they wait for. bench/RESULTS.md, multiworker "2026-11-27 18:00".
-var awaitSpin = 50 * time.Microsecond
+// awaitSpin and awaitSpinMax bound how long Await watches a word before it sleeps on it
+// (spinBudget). Workers of one host in lockstep arrive at their all-reduce within a few
+// hundred microseconds of each other; a waiter that still watches sees the post at once and
+// keeps its core busy, where a sleeping one halts its vCPU and is woken through the kernel
+// and the hypervisor. Watching for up to awaitSpinMax trained 2 workers on 2 cores about 5%
+// faster than sleeping after awaitSpin (bench/RESULTS.md, multiworker "2026-11-28 19:10-19:20Z");
+// but where workers outnumber cores the one a waiter spins for may need its core, so the
+// budget follows the waits (spinBudget).
+var (
+	awaitSpin    = 50 * time.Microsecond
+	awaitSpinMax = 3 * time.Millisecond
+)
+
+// spinBudget is how long a GRPC group's Awaits watch their word before they sleep: twice
+// the last wait, between awaitSpin and awaitSpinMax, or awaitSpin after a wait longer than
+// awaitSpinMax (a peer that long away is not in lockstep with this one, or shares its core).
+type spinBudget struct{ d atomic.Int64 }
+
+func (b *spinBudget) get() time.Duration {
+	if d := b.d.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return awaitSpinMax
+}
+
+// waited records how long an Await waited for its word.
+func (b *spinBudget) waited(d time.Duration) {
+	next := awaitSpin
+	if d <= awaitSpinMax {
+		next = min(awaitSpinMax, max(awaitSpin, 2*d))
+	}
+	b.d.Store(int64(next))
+}
 
 // awaitPoll is how long GRPC's Await sleeps at a time before it looks at ctx, at the
 // transport's Close and at the peer's health again.
@@ -38,30 +64,30 @@ func wordOf(region []float32, rank, off int) (*uint32, error) {
 }
 
 // awaitWord is Await's loop: it returns once *w has reached want (the difference, as an
-// int32, is not negative). It watches the word for awaitSpin, then calls sleep with the
-// value it last saw until the word reaches want; sleep returns when the word may have moved,
-// or with the error that ends the wait.
-func awaitWord(w *uint32, want uint32, sleep func(v uint32) error) error {
+// int32, is not negative), and how long it waited. It watches the word for spin, then calls
+// sleep with the value it last saw until the word reaches want; sleep returns when the word
+// may have moved, or with the error that ends the wait.
+func awaitWord(w *uint32, want uint32, spin time.Duration, sleep func(v uint32) error) (time.Duration, error) {
 	reached := func(v uint32) bool { return int32(v-want) >= 0 }
 	if reached(atomic.LoadUint32(w)) {
-		return nil
+		return 0, nil
 	}
 	start := time.Now()
 	for i := 1; ; i++ {
 		if reached(atomic.LoadUint32(w)) {
-			return nil
+			return time.Since(start), nil
 		}
-		if i%256 == 0 && time.Since(start) >= awaitSpin {
+		if i%256 == 0 && time.Since(start) >= spin {
 			break
 		}
 	}
 	for {
 		v := atomic.LoadUint32(w)
 		if reached(v) {
-			return nil
+			return time.Since(start), nil
 		}
 		if err := sleep(v); err != nil {
-			return err
+			return time.Since(start), err
 		}
 	}
 }
@@ -104,7 +130,7 @@ func (s *grpcShared) Ring(off int, v uint32) error {
 }
 
 // Await returns once the word at off of rank's region has reached want (see
-// collective.Doorbell). Past awaitSpin it sleeps on the word's futex, looking every
+// collective.Doorbell). Past its spin budget it sleeps on the word's futex, looking every
 // awaitPoll at ctx, at Close and at rank's health: a rank the transport lost (its
 // connection ended, its health checks failed) fails the wait with ErrPeerLost, as a Recv
 // from it would.
@@ -116,7 +142,7 @@ func (s *grpcShared) Await(ctx context.Context, rank, off int, want uint32) erro
 	if err != nil {
 		return err
 	}
-	return awaitWord(w, want, func(v uint32) error {
+	waited, err := awaitWord(w, want, s.spin.get(), func(v uint32) error {
 		if isClosed(s.done) {
 			return ErrClosed
 		}
@@ -138,6 +164,10 @@ func (s *grpcShared) Await(ctx context.Context, rank, off int, want uint32) erro
 		}
 		return nil
 	})
+	if err == nil {
+		s.spin.waited(waited)
+	}
+	return err
 }
 
 // memBell is the doorbell of an in-memory group: Ring closes the current channel, which
@@ -188,7 +218,9 @@ func (s *memShared) Await(ctx context.Context, rank, off int, want uint32) error
 	if err != nil {
 		return err
 	}
-	return awaitWord(w, want, func(v uint32) error {
+	// The ranks are goroutines of this process, which may have fewer Ps than ranks: a short
+	// watch, not to hold a P the awaited rank needs.
+	_, err = awaitWord(w, want, awaitSpin, func(v uint32) error {
 		ch := s.m.bell.wait()
 		if atomic.LoadUint32(w) != v { // rung before the channel was taken
 			return nil
@@ -209,4 +241,5 @@ func (s *memShared) Await(ctx context.Context, rank, off int, want uint32) error
 			}
 		}
 	})
+	return err
 }

@@ -64,7 +64,7 @@ func TestDoorbell(t *testing.T) {
 			if err := db[0].Await(ctx, 1, offs[1], 0); err != nil {
 				t.Fatalf("Await of the value the word holds = %v", err)
 			}
-			// Rank 0 sleeps (past awaitSpin) until rank 1 rings; the ring wakes it (GRPC's
+			// Rank 0 sleeps (past its spin) until rank 1 rings; the ring wakes it (GRPC's
 			// Await would otherwise look again only after awaitPoll, here a minute).
 			defer func(d time.Duration) { awaitPoll = d }(awaitPoll)
 			awaitPoll = time.Minute
@@ -73,7 +73,7 @@ func TestDoorbell(t *testing.T) {
 			select {
 			case err := <-done:
 				t.Fatalf("Await returned %v before the ring", err)
-			case <-time.After(20*time.Millisecond + awaitSpin):
+			case <-time.After(20*time.Millisecond + awaitSpinMax):
 			}
 			g, isGRPC := sm[0].(*grpcShared)
 			if isGRPC {
@@ -150,5 +150,30 @@ func TestDoorbell(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSpinBudget: a GRPC group's Awaits watch their word for twice the last wait, between
+// awaitSpin and awaitSpinMax, starting at awaitSpinMax, and for awaitSpin only after a wait
+// longer than awaitSpinMax.
+func TestSpinBudget(t *testing.T) {
+	var b spinBudget
+	if got := b.get(); got != awaitSpinMax {
+		t.Fatalf("first budget %v, want awaitSpinMax %v", got, awaitSpinMax)
+	}
+	for _, c := range []struct{ waited, want time.Duration }{
+		{0, awaitSpin},
+		{10 * time.Microsecond, awaitSpin},
+		{400 * time.Microsecond, 800 * time.Microsecond},
+		{awaitSpinMax / 2, awaitSpinMax},
+		{awaitSpinMax, awaitSpinMax},
+		{awaitSpinMax + time.Microsecond, awaitSpin},
+		{time.Second, awaitSpin},
+		{300 * time.Microsecond, 600 * time.Microsecond},
+	} {
+		b.waited(c.waited)
+		if got := b.get(); got != c.want {
+			t.Errorf("after a wait of %v the budget is %v, want %v", c.waited, got, c.want)
+		}
 	}
 }

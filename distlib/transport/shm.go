@@ -58,6 +58,7 @@ type grpcShared struct {
 	headers [][]byte
 	lost    func(rank int) error // why the transport lost rank, or nil (Await)
 	done    chan struct{}        // closed by Close (Await)
+	spin    spinBudget           // how long Await watches its word (Await)
 }
 
 // newGRPCShared is the group's shared memory once every rank has mapped files (by rank).

@@ -209,7 +209,7 @@ func allReduceAcross(ctx context.Context, g *GRPC, sm collective.SharedMemory) e
 
 // pingPong rings each other's doorbell (collective.Doorbell) between the two processes: 100
 // rounds back and forth, then 5 where rank 1 rings only after rank 0 has gone to sleep on
-// the futex (past awaitSpin; awaitPoll is a minute there, so only the ring wakes it).
+// the futex (past its spin; awaitPoll is a minute there, so only the ring wakes it).
 func pingPong(ctx context.Context, g *GRPC, sm collective.SharedMemory) error {
 	db := sm.(collective.Doorbell)
 	word, err := sm.Alloc(16)
@@ -231,7 +231,7 @@ func pingPong(ctx context.Context, g *GRPC, sm collective.SharedMemory) error {
 	awaitPoll = time.Minute
 	for i := uint32(1); i <= 105; i++ {
 		if g.Rank() == 1 && i > 100 {
-			time.Sleep(10*time.Millisecond + awaitSpin)
+			time.Sleep(10*time.Millisecond + awaitSpinMax)
 		}
 		if g.Rank() == 0 {
 			if err := db.Ring(own, i); err != nil {
