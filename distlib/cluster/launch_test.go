@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -62,17 +63,24 @@ func helper(mode string) error {
 		time.Sleep(time.Minute) // must be stopped by the launcher
 		return nil
 	}
+	if r.TaskType() == PS {
+		// Said before it listens: a worker that has reached this task's port (waitForPS)
+		// knows the line is written, before the launcher stops the ps when the workers end.
+		fmt.Printf("ps %d serves its variable store\n", r.TaskID())
+	}
 	s, err := NewServer(r, ServerOptions{})
 	if err != nil {
 		return err
 	}
 	defer s.Close()
 	if r.TaskType() == PS {
-		fmt.Printf("ps %d serves its variable store\n", r.TaskID())
 		select {} // a ps serves until the launcher stops it
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
+	if err := waitForPS(ctx, r.ClusterSpec()); err != nil {
+		return err
+	}
 	buf := []float32{float32(s.Rank() + 1), 1}
 	if err := collective.AllReduce(ctx, s.Transport(), buf, collective.Sum); err != nil {
 		return err
@@ -91,6 +99,26 @@ func helper(mode string) error {
 	fmt.Printf("rank %d of %d sum=%v\n", s.Rank(), s.Transport().Size(), buf)
 	if err := collective.Barrier(ctx, s.Transport()); err != nil {
 		return err
+	}
+	return nil
+}
+
+// waitForPS returns once every ps task of spec accepts connections (a worker of a real job
+// reaches its ps before it trains).
+func waitForPS(ctx context.Context, spec ClusterSpec) error {
+	for _, addr := range spec.JobTasks(PS) {
+		for {
+			c, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+			if err == nil {
+				c.Close()
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("ps at %s: %w", addr, err)
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 	}
 	return nil
 }
