@@ -75,6 +75,14 @@ type sharedBuckets struct {
 	bufs [][]float32
 }
 
+// keep records bufs, allocated in sm, for free.
+func (s *sharedBuckets) keep(sm SharedMemory, bufs ...[]float32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sm = sm
+	s.bufs = append(s.bufs, bufs...)
+}
+
 func (s *sharedBuckets) free() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -177,13 +185,10 @@ func (b *Bucketer) place(ctx context.Context, bk *bucket) {
 			return
 		}
 	}
-	b.shared.mu.Lock()
-	b.shared.sm = sm
-	b.shared.bufs = append(b.shared.bufs, nb)
+	b.shared.keep(sm, nb)
 	if spare != nil {
-		b.shared.bufs = append(b.shared.bufs, spare)
+		b.shared.keep(sm, spare)
 	}
-	b.shared.mu.Unlock()
 	b.mu.Lock()
 	copy(nb, bk.buf)
 	bk.buf, bk.spare = nb, spare
@@ -387,10 +392,7 @@ func (b *Bucketer) sumKept(ctx context.Context) {
 		}
 		b.box = newPostbox(b.sm, msg)
 		if b.box.mem != nil {
-			b.shared.mu.Lock()
-			b.shared.sm = b.sm
-			b.shared.bufs = append(b.shared.bufs, b.box.mem)
-			b.shared.mu.Unlock()
+			b.shared.keep(b.sm, b.box.mem)
 		}
 	}
 	views, ring, err := sumSharedKept(ctx, p, b.sm, b.box, bufs)

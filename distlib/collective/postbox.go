@@ -43,6 +43,7 @@ type postbox struct {
 	db    Doorbell
 	sm    SharedMemory
 	mem   []float32 // this rank's box (nil: none)
+	off   int       // its offset in this rank's region (-1: none)
 	slot  int       // float32s per slot
 	offs  []int     // every rank's box, by rank, once all have one
 	slots []int     // every rank's slot size in float32s, by rank, with offs
@@ -59,7 +60,7 @@ const postboxHead = 16
 // newPostbox allocates this rank's box for messages of msgBytes bytes, when sm is a Doorbell
 // and has room; otherwise the postbox has no box and its steps exchange messages.
 func newPostbox(sm SharedMemory, msgBytes int) *postbox {
-	pb := &postbox{sm: sm, msg: make([]byte, 0, msgBytes), acc: make([]float32, sharedChunk)}
+	pb := &postbox{sm: sm, off: -1, msg: make([]byte, 0, msgBytes), acc: make([]float32, sharedChunk)}
 	db, ok := sm.(Doorbell)
 	if !ok {
 		return pb
@@ -69,7 +70,12 @@ func newPostbox(sm SharedMemory, msgBytes int) *postbox {
 	if err != nil {
 		return pb
 	}
-	pb.db, pb.mem, pb.slot = db, mem, slot
+	off, ok := sm.Offset(mem)
+	if !ok {
+		sm.Free(mem)
+		return pb
+	}
+	pb.db, pb.mem, pb.off, pb.slot = db, mem, off, slot
 	return pb
 }
 
@@ -80,13 +86,7 @@ const postboxHeadBytes = 16
 // head returns what starts this rank's message: its box's offset in its region, or -1, and
 // the size of its slots in float32s.
 func (pb *postbox) head() []byte {
-	off := int64(-1)
-	if pb.mem != nil {
-		if o, ok := pb.sm.Offset(pb.mem); ok {
-			off = int64(o)
-		}
-	}
-	h := binary.LittleEndian.AppendUint64(nil, uint64(off))
+	h := binary.LittleEndian.AppendUint64(nil, uint64(int64(pb.off)))
 	return binary.LittleEndian.AppendUint64(h, uint64(pb.slot))
 }
 
@@ -112,8 +112,8 @@ func (pb *postbox) exchange(ctx context.Context, p *peer, msg []byte) (got, rele
 	n, r := p.t.Size(), p.t.Rank()
 	got = make([][]byte, n)
 	offs, slots := make([]int, n), make([]int, n)
-	if o, ok := pb.sm.Offset(pb.mem); pb.mem != nil && ok {
-		offs[r], slots[r] = o, pb.slot
+	if pb.off >= 0 {
+		offs[r], slots[r] = pb.off, pb.slot
 	} else {
 		offs = nil
 	}
@@ -151,7 +151,7 @@ func (pb *postbox) post(ctx context.Context, p *peer, msg []byte) ([][]byte, err
 	slot := bytesOf(pb.mem[at : at+pb.slot])
 	binary.LittleEndian.PutUint32(slot, uint32(len(msg)))
 	copy(slot[4:], msg)
-	if err := pb.db.Ring(pb.offs[r], step); err != nil {
+	if err := pb.db.Ring(pb.off, step); err != nil {
 		return nil, fmt.Errorf("collective: %s: shared memory: %w", p.op, err)
 	}
 	pb.seq = step
