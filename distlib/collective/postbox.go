@@ -18,6 +18,10 @@ type Doorbell interface {
 	// modulo 2^32 (the word minus want, as an int32, is not negative). It fails when ctx
 	// ends, when the transport closes, or when it has lost rank, as a Recv from rank would.
 	Await(ctx context.Context, rank, off int, want uint32) error
+	// Signal lends the caller this rank's signal word: a word of its region (at offset off)
+	// that only the borrower rings, with values that only grow, until it calls release.
+	// ok is false while another caller holds it, or when the region had no room for it.
+	Signal() (off int, release func(), ok bool)
 }
 
 // A postbox carries the first messages of a KeepTerms Bucketer's steps (sumSharedKept)

@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
+	"sync/atomic"
+	"unsafe"
 )
 
 // SharedMemory is memory that every rank of a group can read: each rank allocates buffers in
@@ -58,8 +61,9 @@ const (
 // allReduceShared is AllReduce for ranks that share memory and whose buffers lie in it (from
 // SharedMemory.Alloc, as the Bucketer's buckets do). Each rank tells the others where its
 // buffer lies, reduces its own segment reading every rank's values where they are, and, once
-// all have, copies the other segments from their owners. Three rounds of small messages
-// order these steps: "here is my buffer", "my segment is reduced", "I have read yours".
+// all have, copies the other segments from their owners. Three rounds order these steps:
+// "here is my buffer" (a message), "my segment is reduced" and "I have read yours" (through
+// the ranks' signal words where every rank's is free, else messages: see bells).
 // A buffer under sharedMinBytes travels in the first message instead, and every rank reduces
 // all of them: one round. Every segment sums the ranks in rank order, so all ranks hold the
 // same values.
@@ -78,9 +82,17 @@ const (
 func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float32, op ReduceOp, keep bool) ([][]float32, bool, error) {
 	n, r := p.t.Size(), p.t.Rank()
 	small := 4*len(buf) < sharedMinBytes
-	posts, err := p.exchange(ctx, "/shm", appendPost(nil, sm, buf))
+	var bell *bells
+	if !small && !keep {
+		bell = lendBells(sm, r)
+		defer bell.release()
+	}
+	posts, err := p.exchange(ctx, "/shm", bell.appendHead(appendPost(nil, sm, buf)))
 	defer p.releaseAll(posts)
 	if err != nil {
+		return nil, false, err
+	}
+	if err := bell.read(p, posts); err != nil {
 		return nil, false, err
 	}
 	views, placed, err := p.readPosts(sm, posts, [][]float32{buf})
@@ -98,7 +110,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 		return views[0], true, nil
 	}
 	reduceRanks(op, buf, views[0], r*len(buf)/n, (r+1)*len(buf)/n, nil)
-	if err := p.signal(ctx, "/shm1"); err != nil {
+	if err := bell.signal(ctx, p, 1, "/shm1"); err != nil {
 		return nil, false, err
 	}
 	for q := range n {
@@ -107,10 +119,134 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 			copy(buf[s:e], views[0][q][s:e])
 		}
 	}
-	if err := p.signal(ctx, "/shm2"); err != nil {
+	if err := bell.signal(ctx, p, 2, "/shm2"); err != nil {
 		return nil, false, err
 	}
 	return nil, true, nil
+}
+
+// bells carry the second and third rounds of a shared all-reduce ("my segment is reduced",
+// "I have read yours") through the ranks' signal words (Doorbell.Signal) instead of
+// messages: each rank's first message ends with its word's offset (or -1: it has none
+// free) and the value the word holds, and, when every rank has one, a rank rings its word
+// with that value plus the round and waits until every other rank's word shows its own
+// value plus the round. A round of messages costs each rank a wake-up through the kernel
+// and tens of microseconds of system calls (bench/RESULTS.md, allreduce "2026-11-28").
+//
+// A rank holds its word from before its first message until it returns, so while any rank
+// is still in an all-reduce that uses the words (waiting on a word that a rank which failed
+// will never ring), no other all-reduce of the group gets every rank's word: it takes
+// messages. So a wait is only ever met by the ring it waits for, and the words' values,
+// which only grow, need no agreement between the ranks.
+type bells struct {
+	db   Doorbell
+	off  int    // this rank's word, -1: none
+	val  uint32 // its value at the first message
+	free func()
+	offs []int    // every rank's word, by rank, once all have one (nil: messages)
+	vals []uint32 // their values at the first message
+	rank int
+}
+
+// bellHeadBytes is what a shared all-reduce's first message ends with: the sender's word's
+// offset and its value.
+const bellHeadBytes = 16
+
+// lendBells borrows this rank's signal word, when sm is a Doorbell and the word is free.
+func lendBells(sm SharedMemory, rank int) *bells {
+	b := &bells{off: -1, rank: rank}
+	db, ok := sm.(Doorbell)
+	if !ok {
+		return b
+	}
+	off, free, ok := db.Signal()
+	if !ok {
+		return b
+	}
+	v, err := sm.View(rank, off, 1)
+	if err != nil {
+		free()
+		return b
+	}
+	b.db, b.off, b.free = db, off, free
+	b.val = atomic.LoadUint32((*uint32)(unsafe.Pointer(&v[0])))
+	return b
+}
+
+// release gives the word back.
+func (b *bells) release() {
+	if b != nil && b.free != nil {
+		b.free()
+		b.free = nil
+	}
+}
+
+// appendHead appends this rank's word and its value to a first message; with no bells (a
+// small buffer, or keep), nothing.
+func (b *bells) appendHead(dst []byte) []byte {
+	if b == nil {
+		return dst
+	}
+	dst = binary.LittleEndian.AppendUint64(dst, uint64(int64(b.off)))
+	return binary.LittleEndian.AppendUint64(dst, uint64(b.val))
+}
+
+// read takes every other rank's word and value off the end of its first message, and
+// decides whether the rounds take the words: only when every rank has one.
+func (b *bells) read(p *peer, posts [][]byte) error {
+	if b == nil {
+		return nil
+	}
+	offs, vals := make([]int, len(posts)), make([]uint32, len(posts))
+	all := b.off >= 0
+	for q, m := range posts {
+		if q == b.rank {
+			offs[q], vals[q] = b.off, b.val
+			continue
+		}
+		if len(m) < bellHeadBytes {
+			return &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a first message of %d bytes, want at least %d", len(m), bellHeadBytes)}
+		}
+		t := m[len(m)-bellHeadBytes:]
+		o, v := int64(binary.LittleEndian.Uint64(t)), binary.LittleEndian.Uint64(t[8:])
+		if o < -1 || v > math.MaxUint32 {
+			return &PeerError{Rank: q, Op: p.op, Err: fmt.Errorf("shared memory: a signal word at offset %d holding %d", o, v)}
+		}
+		offs[q], vals[q] = int(o), uint32(v)
+		all = all && o >= 0
+		posts[q] = m[:len(m)-bellHeadBytes]
+	}
+	if all {
+		b.offs, b.vals = offs, vals
+	} else {
+		b.release() // another all-reduce may use it
+	}
+	return nil
+}
+
+// signal is peer.signal for round k (1 or 2) of a shared all-reduce: through the words
+// when every rank has one, else as messages under suffix.
+func (b *bells) signal(ctx context.Context, p *peer, k uint32, suffix string) error {
+	if b == nil || b.offs == nil {
+		return p.signal(ctx, suffix)
+	}
+	if err := b.db.Ring(b.off, b.val+k); err != nil {
+		return fmt.Errorf("collective: %s: shared memory: %w", p.op, err)
+	}
+	if p.c.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, p.c.timeout)
+		defer cancel()
+	}
+	for q, off := range b.offs {
+		if q == b.rank {
+			continue
+		}
+		if err := b.db.Await(ctx, q, off, b.vals[q]+k); err != nil {
+			return p.wrap(q, err)
+		}
+	}
+	return nil
 }
 
 // sumSharedKept is allReduceShared with keep and the op Sum for several buffers at once (a

@@ -119,10 +119,137 @@ func TestAllReduceShared(t *testing.T) {
 						if rs, ag, shm := cs[r].count("rs"), cs[r].count("ag"), cs[r].count("shm"); rs+ag != 0 || shm != n-1 {
 							t.Fatalf("n=%d len=%d rank %d sent %d ring messages and %d posts, want 0 and %d", n, length, r, rs+ag, shm, n-1)
 						}
+						// The rounds after the first go through the ranks' signal words.
+						if rounds := cs[r].count("shm1") + cs[r].count("shm2"); rounds != 0 {
+							t.Fatalf("n=%d len=%d rank %d sent %d messages after its post, want none (signal words)", n, length, r, rounds)
+						}
 					}
 				}
 			}
 		}
+	}
+}
+
+// allocated returns a buffer of length values in tr's shared memory, holding value(rank, i),
+// and the function that frees it.
+func allocated(ctx context.Context, tr collective.Transport, length int) ([]float32, func(), error) {
+	sm, err := tr.(collective.Sharer).SharedMemory(ctx)
+	if err != nil || sm == nil {
+		return nil, nil, errors.Join(errors.New("no shared memory"), err)
+	}
+	buf, err := sm.Alloc(length)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i := range buf {
+		buf[i] = value(tr.Rank(), i)
+	}
+	return buf, func() { sm.Free(buf) }, nil
+}
+
+// TestAllReduceSharedSignalBusy: while one rank's signal word is lent to someone else, a
+// shared all-reduce takes messages for its later rounds on every rank, with the same
+// result; once it is given back, the words carry them again.
+func TestAllReduceSharedSignalBusy(t *testing.T) {
+	leakcheck.Check(t)
+	const n, length = 3, 100_003
+	group, cs := sharedGroup(n, 8<<20)
+	want := wantReduced(n, length, collective.Sum)
+	for _, busy := range []bool{true, false} {
+		bufs := make([][]float32, n)
+		before := make([]int, n)
+		for r := range n {
+			before[r] = cs[r].count("shm1") + cs[r].count("shm2")
+		}
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			if busy && tr.Rank() == 1 {
+				sm, err := tr.(collective.Sharer).SharedMemory(ctx)
+				if err != nil {
+					return err
+				}
+				_, release, ok := sm.(collective.Doorbell).Signal()
+				if !ok {
+					return errors.New("signal word not lent")
+				}
+				defer release()
+			}
+			buf, free, err := allocated(ctx, tr, length)
+			if err != nil {
+				return err
+			}
+			defer free()
+			err = collective.AllReduce(ctx, tr, buf, collective.Sum)
+			bufs[tr.Rank()] = append([]float32(nil), buf...)
+			return err
+		})
+		for r := range n {
+			if errs[r] != nil {
+				t.Fatalf("busy %v: rank %d: %v", busy, r, errs[r])
+			}
+			for i := range want {
+				if bufs[r][i] != want[i] {
+					t.Fatalf("busy %v: rank %d [%d] = %v, want %v", busy, r, i, bufs[r][i], want[i])
+				}
+			}
+			wantRounds := 0
+			if busy {
+				wantRounds = 2 * (n - 1)
+			}
+			if got := cs[r].count("shm1") + cs[r].count("shm2") - before[r]; got != wantRounds {
+				t.Fatalf("busy %v: rank %d sent %d messages after its post, want %d", busy, r, got, wantRounds)
+			}
+		}
+	}
+}
+
+// TestAllReduceSharedConcurrent runs shared all-reduces under several tags at once, again
+// and again: one at a time per rank has the signal words, the others take messages, and
+// every result is right.
+func TestAllReduceSharedConcurrent(t *testing.T) {
+	leakcheck.Check(t)
+	const n, length, calls, rounds = 2, 40_000, 4, 25
+	group, cs := sharedGroup(n, 16<<20)
+	errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+		var wg sync.WaitGroup
+		errc := make(chan error, calls)
+		for c := range calls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				buf, free, err := allocated(ctx, tr, length)
+				if err != nil {
+					errc <- err
+					return
+				}
+				defer free()
+				for k := range rounds {
+					for i := range buf {
+						buf[i] = value(tr.Rank(), i+c+k)
+					}
+					if err := collective.AllReduce(ctx, tr, buf, collective.Sum, collective.Tag(fmt.Sprintf("c%d", c))); err != nil {
+						errc <- err
+						return
+					}
+					for i, v := range buf {
+						if w := value(0, i+c+k) + value(1, i+c+k); v != w {
+							errc <- fmt.Errorf("call %d round %d [%d] = %v, want %v", c, k, i, v, w)
+							return
+						}
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errc)
+		return <-errc
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Fatalf("rank %d: %v", r, err)
+		}
+	}
+	if got := cs[0].count("shm1"); got >= calls*rounds {
+		t.Fatalf("rank 0 sent %d round-2 messages in %d all-reduces: the signal words carried none", got, calls*rounds)
 	}
 }
 
@@ -211,6 +338,17 @@ func TestAllReduceSharedMatchesRing(t *testing.T) {
 	}
 }
 
+// closeAfterPost closes its endpoint once it has sent a shared all-reduce's first message.
+type closeAfterPost struct{ *counting }
+
+func (c closeAfterPost) Send(ctx context.Context, to int, tag string, b []byte) error {
+	err := c.counting.Send(ctx, to, tag, b)
+	if strings.HasSuffix(tag, "/shm") {
+		c.Close()
+	}
+	return err
+}
+
 func TestAllReduceSharedErrors(t *testing.T) {
 	leakcheck.Check(t)
 	t.Run("length mismatch", func(t *testing.T) {
@@ -235,6 +373,36 @@ func TestAllReduceSharedErrors(t *testing.T) {
 			if !errors.Is(err, collective.ErrBadArgument) || !strings.Contains(err.Error(), "same length") {
 				t.Fatalf("rank %d: %v, want an error saying every rank must pass a buffer of the same length", r, err)
 			}
+		}
+	})
+	t.Run("peer lost after its post", func(t *testing.T) {
+		// Rank 1 closes its endpoint once its first message is sent: rank 0, waiting on rank
+		// 1's signal word, learns at once that rank 1 is gone, not at its timeout.
+		group, cs := sharedGroup(2, 8<<20)
+		start := time.Now()
+		errs := runGroup(t, group, func(ctx context.Context, tr collective.Transport) error {
+			buf, free, err := allocated(ctx, tr, 100_000)
+			if err != nil {
+				return err
+			}
+			defer free()
+			if tr.Rank() == 1 {
+				tr = closeAfterPost{cs[1]}
+			}
+			return collective.AllReduce(ctx, tr, buf, collective.Sum, collective.CommunicationOptions{Timeout: 5 * time.Second})
+		})
+		if errs[1] == nil {
+			t.Fatalf("rank 1 closed its endpoint, yet its all-reduce succeeded")
+		}
+		var pe *collective.PeerError
+		if !errors.As(errs[0], &pe) || pe.Rank != 1 || !errors.Is(errs[0], transport.ErrPeerLost) {
+			t.Fatalf("rank 0: %v, want a *PeerError naming rank 1, lost", errs[0])
+		}
+		if got := cs[0].count("shm1"); got != 0 {
+			t.Fatalf("rank 0 sent %d round-2 messages, want none: it waits on rank 1's signal word", got)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Fatalf("rank 0 took %v to see rank 1 gone", d)
 		}
 	})
 	t.Run("peer never comes", func(t *testing.T) {

@@ -23,6 +23,32 @@ type arena struct {
 	used   map[int]int
 	high   int                                // high-water mark, in float32s: everything below was committed
 	commit func(offFloats, nFloats int) error // nil: nothing to commit
+	signal signalWord                         // Signal
+}
+
+// signalWord is the word a Doorbell lends (Signal): a cache line of the region, allocated at
+// the first Signal and kept until the region goes, held by one borrower at a time.
+type signalWord struct {
+	once sync.Once
+	off  int        // -1: the region had no room for it
+	held sync.Mutex // held by the borrower
+}
+
+// Signal lends the region's signal word (collective.Doorbell): its offset, and the function
+// that gives it back; ok is false while another caller holds it or when the region had no
+// room for it.
+func (a *arena) Signal() (off int, release func(), ok bool) {
+	w := &a.signal
+	w.once.Do(func() {
+		w.off = -1
+		if b, err := a.Alloc(arenaAlign); err == nil {
+			w.off, _ = a.Offset(b)
+		}
+	})
+	if w.off < 0 || !w.held.TryLock() {
+		return -1, nil, false
+	}
+	return w.off, w.held.Unlock, true
 }
 
 type span struct{ off, n int }

@@ -184,3 +184,30 @@ func TestArenaConcurrent(t *testing.T) {
 		t.Fatalf("after all frees: %d allocations, %d spans; want 0, 1", allocs, spans)
 	}
 }
+
+// TestArenaSignal: the signal word is one cache line of the region, the same at every loan,
+// lent to one borrower at a time; a region without room for it lends none.
+func TestArenaSignal(t *testing.T) {
+	a := newHeapArena(4096)
+	off, release, ok := a.Signal()
+	if !ok || off < 0 || off%arenaAlign != 0 || off+arenaAlign > a.size() {
+		t.Fatalf("Signal() = %d, %v, want a cache-line aligned offset inside the region", off, ok)
+	}
+	if _, _, ok := a.Signal(); ok {
+		t.Fatal("a second Signal while the word is lent succeeded")
+	}
+	if b, err := a.Alloc(16); err != nil {
+		t.Fatal(err)
+	} else if o, _ := a.Offset(b); o == off {
+		t.Fatalf("Alloc returned the lent signal word at %d", o)
+	}
+	release()
+	again, release2, ok := a.Signal()
+	if !ok || again != off {
+		t.Fatalf("Signal after release = %d, %v, want %d, true", again, ok, off)
+	}
+	release2()
+	if _, _, ok := newHeapArena(0).Signal(); ok {
+		t.Fatal("an empty region lent a signal word")
+	}
+}

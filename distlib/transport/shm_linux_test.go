@@ -183,15 +183,16 @@ func shmChild(ctx context.Context, t *testing.T, addrs []string) {
 }
 
 // allReduceAcross all-reduces, between the two processes, a buffer in shared memory (read in
-// place by the other rank), a small one (sent inline) and an ordinary large one (the ring),
-// and checks the sums.
+// place by the other rank, its later rounds through the ranks' signal words), a small one
+// (sent inline) and an ordinary large one (the ring), three times over, and checks the sums.
 func allReduceAcross(ctx context.Context, g *GRPC, sm collective.SharedMemory) error {
 	shared, err := sm.Alloc(100_003)
 	if err != nil {
 		return err
 	}
 	defer sm.Free(shared)
-	for _, buf := range [][]float32{shared, make([]float32, 1000), make([]float32, 100_003)} {
+	bufs := [][]float32{shared, make([]float32, 1000), make([]float32, 100_003)}
+	for _, buf := range append(append(bufs, bufs...), bufs...) {
 		for i := range buf {
 			buf[i] = float32((g.Rank() + 1) * (i%7 + 1))
 		}
