@@ -49,8 +49,8 @@ const taskEnv = "GODIST_BENCH_MW_TASK"
 // .allocs, .trace).
 const profEnv = "GODIST_BENCH_MW_PROFILE"
 
-// balance is -balance; noPin is -nopin.
-var balance, noPin bool
+// balance is -balance; noPin is -nopin; custom is -custom.
+var balance, noPin, custom bool
 
 func main() {
 	workers := flag.Int("workers", 1, "worker processes")
@@ -61,6 +61,7 @@ func main() {
 	procs := flag.Int("procs", 1, "GOMAXPROCS of each worker (its kernels use one thread either way)")
 	flag.BoolVar(&balance, "balance", false, "keras.BalanceWorkers(true): split every global batch by the workers' speeds")
 	flag.BoolVar(&noPin, "nopin", false, "cluster.LaunchSpec.NoPinning: leave the workers free to run on any CPU")
+	flag.BoolVar(&custom, "custom", false, "train with the course's custom loop (strategy.Run, GradientTape, optimizer.ApplyGradients, strategy.Reduce) instead of Fit")
 	flag.Parse()
 	if err := run(*workers, *windows, *steps, *warmup, *batch, *procs); err != nil {
 		fmt.Fprintln(os.Stderr, "multiworker:", err)
@@ -138,7 +139,12 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 			}
 		},
 	}
-	h := m.Fit(ds, keras.Epochs(warmup+windows), keras.StepsPerEpoch(steps), keras.Verbose(0), keras.Callbacks(cb), keras.BalanceWorkers(balance))
+	var h *keras.History
+	if custom {
+		h = customLoop(s, m, ds, global, warmup+windows, steps, cb)
+	} else {
+		h = m.Fit(ds, keras.Epochs(warmup+windows), keras.StepsPerEpoch(steps), keras.Verbose(0), keras.Callbacks(cb), keras.BalanceWorkers(balance))
+	}
 	if os.Getenv("GODIST_BENCH_MW_STEPTIMES") != "" {
 		t := slices.Clone(stepTimes[warmup*steps:])
 		slices.Sort(t)
@@ -152,7 +158,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		return nil
 	}
 	out := map[string]any{
-		"config":    fmt.Sprintf("godist keras Fit, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, kernels %s, balanced %v", n, procs, global, tensor.KernelName(), balance),
+		"config":    fmt.Sprintf("godist keras %s, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, kernels %s, balanced %v", map[bool]string{false: "Fit", true: "custom loop"}[custom], n, procs, global, tensor.KernelName(), balance),
 		"workers":   n,
 		"loss_last": h.History["loss"][len(h.History["loss"])-1],
 	}
@@ -216,4 +222,47 @@ func startProfiles(dir, prefix string) (stop func(), err error) {
 			}
 		}
 	}, nil
+}
+
+// customLoop trains m on ds for epochs of steps steps with the custom training loop of the
+// course (tf.distribute's guide, translated line by line): strategy.Run of a step that
+// takes the gradients on a GradientTape and applies them with optimizer.ApplyGradients
+// (which sums them over the replicas and workers), the per-replica losses summed with
+// strategy.Reduce. cb's epoch and batch hooks run as Fit would run them; the returned
+// History holds each epoch's last loss.
+func customLoop(s *distribute.MultiWorkerMirroredStrategy, m *keras.Model, ds *data.Dataset, global, epochs, steps int, cb keras.LambdaCallback) *keras.History {
+	var opt *keras.Optimizer
+	s.Scope(func() { opt = keras.Adam(1e-3) })
+	lossObject := keras.SparseCategoricalCrossentropy(true, keras.WithReduction(keras.ReductionNone))
+	trainStep := func(_ *distribute.ReplicaContext, in data.Element) *tensor.Tensor {
+		tape := tensor.NewGradientTape()
+		pred := m.Call(in[0], true)
+		loss := distribute.ComputeAverageLoss(lossObject.Call(in[1], pred), global)
+		grads := tape.Gradient(loss, m.TrainableVariables())
+		if err := opt.ApplyGradients(grads, m.TrainableVariables()); err != nil {
+			panic(err)
+		}
+		return loss
+	}
+	dist := s.ExperimentalDistributeDataset(ds)
+	it := dist.Iterator()
+	h := &keras.History{History: map[string][]float64{}}
+	for e := range epochs {
+		cb.OnEpochBegin(e, nil)
+		var last float64
+		for b := range steps {
+			in, ok := it.Next()
+			if !ok {
+				it = dist.Iterator()
+				if in, ok = it.Next(); !ok {
+					panic("multiworker: the dataset has no batch")
+				}
+			}
+			last = float64(s.Reduce(distribute.ReduceSum, s.Run(trainStep, in), -1).Item())
+			cb.OnTrainBatchEnd(b, nil)
+		}
+		cb.OnEpochEnd(e, nil)
+		h.History["loss"] = append(h.History["loss"], last)
+	}
+	return h
 }

@@ -31,6 +31,10 @@
 # fraction of their summed throughput (DDP's ranks are not pinned: torch.multiprocessing
 # starts them as they are).
 #
+# Each round also trains with the course's custom loop (-custom: strategy.Run of a step that
+# takes a GradientTape's gradients and applies them with optimizer.ApplyGradients, the
+# losses summed with strategy.Reduce), 1 worker then 2, and prints 2 vs 1.
+#
 # Every godist worker runs its kernels on one thread (GODIST_KERNEL_THREADS=1) with
 # GOMAXPROCS=PROCS (default 1; PROCS=2 leaves each worker a second P for its all-reduce
 # goroutines, as DDP's gloo threads run beside its one compute thread: measured slower on
@@ -81,6 +85,10 @@ for r in $(seq "$ROUNDS"); do
   # keras.BalanceWorkers(true): every global batch split by the workers' measured speeds.
   OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -balance -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2bal.jsonl"
   solos # and after them
+  # The course's custom loop (strategy.Run, GradientTape, optimizer.ApplyGradients,
+  # strategy.Reduce) instead of Fit: 1 worker, then 2.
+  GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1custom.jsonl"
+  OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2custom.jsonl"
   # The same without shared memory: the gradients cross loopback TCP, as between hosts.
   GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
   pysolos # before DDP
@@ -105,7 +113,7 @@ def load(name):
     allr = statistics.median(r for r, _ in ws)
     clean = [r for r, o in ws if o < 0.1]
     return cfg, allr, (statistics.median(clean) if clean else None), f"{len(clean)}/{len(ws)}"
-res = {k: load(k) for k in ("go1", "go2", "go2free", "go2bal", "go2tcp", "py1", "py2")}
+res = {k: load(k) for k in ("go1", "go2", "go2free", "go2bal", "go2tcp", "go1custom", "go2custom", "py1", "py2")}
 # Each round's median (nan for a round whose peer was stopped).
 def per(name):
     out = []
@@ -166,6 +174,9 @@ gs, ps = ratios("go2", "go1"), ratios("py2", "py1")
 print(f"within rounds (median of the rounds' ratios): godist 2x1 vs 1x1 {med(gs):.2f}x (rounds {', '.join(f'{x:.2f}' for x in gs)}), "
       f"DDP {med(ps):.2f}x (rounds {', '.join(f'{x:.2f}' for x in ps)})")
 print(f"goal (>= 1.8x and above DDP): {'met' if med(gs) >= 1.8 and med(gs) > med(ps) else 'not met'}")
+cs = ratios("go2custom", "go1custom")
+print(f"within rounds: the custom loop (Run, GradientTape, ApplyGradients, Reduce), 2 workers vs 1: {med(cs):.2f}x "
+      f"(rounds {', '.join(f'{x:.2f}' for x in cs)}); one worker's custom loop {med(ratios('go1custom', 'go1')):.2f} of its Fit")
 if bounds:
     fb = [two / bound for two, bound in zip(per("go2"), bounds)]
     fl = [two / l for two, l in zip(per("go2"), lock)]

@@ -342,10 +342,14 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	if b.remote == nil {
 		return b.ops.BatchAllReduce(op, perReplica, b.devices)
 	}
-	// Multi-worker: sum locally, across workers, then divide and hand a copy to each replica.
-	local, err := b.ops.BatchAllReduce(ReduceSum, perReplica, b.devices)
-	if err != nil {
-		return nil, err
+	// Multi-worker: sum the local replicas (one has nothing to sum), across workers, then
+	// divide and hand the result to each replica: replicas in host memory share it, as
+	// BatchAllReduce's do (tensors are immutable); others get a copy.
+	local := perReplica
+	if len(b.devices) > 1 {
+		if local, err = b.ops.BatchAllReduce(ReduceSum, perReplica, b.devices); err != nil {
+			return nil, err
+		}
 	}
 	global, err := b.remote.allReduceWorkers(ctx, ReduceSum, local[0])
 	if err != nil {
@@ -360,7 +364,11 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	for r, dev := range b.devices {
 		out[r] = make([]*tensor.Tensor, len(global))
 		for i, t := range global {
-			out[r][i] = copyTo(t, dev)
+			if sharesMemory(dev) && sharesMemory(b.devices[0]) {
+				out[r][i] = newOn(dev, t.Shape(), t.Data())
+			} else {
+				out[r][i] = copyTo(t, dev)
+			}
 		}
 	}
 	return out, nil

@@ -128,6 +128,10 @@ type MultiWorkerMirroredStrategy struct {
 	mu     sync.Mutex // serializes cross-worker collectives; all workers issue them in the same order
 	seq    uint64
 	joined bool // every worker answered once (join)
+
+	applyMu    sync.Mutex       // ExtendedApplyGradients' bucketer
+	apply      GradientBucketer // for gradients of applySizes
+	applySizes []int
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:

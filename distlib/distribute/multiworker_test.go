@@ -10,6 +10,7 @@ import (
 
 	"godist/distlib/cluster"
 	"godist/distlib/data"
+	"godist/distlib/device"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
 	"godist/internal/leakcheck"
@@ -211,4 +212,94 @@ func TestMultiWorkerGRPC(t *testing.T) {
 	if got[0] != "[3 20] true 2" || got[1] != "[3 20] false 2" {
 		t.Fatalf("workers got %q; want [3 20] on both, worker 0 chief, 2 replicas", got)
 	}
+}
+
+// TestMultiWorkerApplyGradientsThroughBuckets: ApplyGradients inside Run on 2 workers of
+// one replica each, sharing memory, hands apply the rank-order sums of the workers'
+// gradients, step after step (the first steps take the ring, later ones read each other's
+// buckets where they lie); a nil gradient stays nil; gradients of other sizes get a bucketer
+// of their own; gradients the replica function reduced itself are not summed again.
+func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	captureLog(t)
+	mems := transport.NewSharedMem(2, 32<<20)
+	t.Cleanup(func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	})
+	// Worker w's gradient i, value j at step k; the big one (40,000 values) lies in a bucket
+	// of its own, in shared memory once placed.
+	grad := func(w, k, i, n int) *tensor.Tensor {
+		d := make([]float32, n)
+		for j := range d {
+			d[j] = float32((w+1)*(j%7+1)) + float32(k)/8 + float32(i)/16
+		}
+		return tensor.MustNew([]int{n}, d)
+	}
+	sizes := []int{40_000, 3}
+	const steps = 5
+	withTimeout(t, 30*time.Second, func() {
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithDevices(cpu(w)), WithCommunicationTimeout(10*time.Second))
+				// sum returns the workers' gradients i of step k, of n values, summed in rank order.
+				sum := func(k, i, n int) []float32 {
+					a, b := grad(0, k, i, n).Data(), grad(1, k, i, n).Data()
+					for j := range a {
+						a[j] += b[j]
+					}
+					return a
+				}
+				check := func(k int, what string, grads []*tensor.Tensor, want [][]float32) {
+					var got []*tensor.Tensor
+					s.Run(func(ctx *ReplicaContext, _ data.Element) *tensor.Tensor {
+						in := grads
+						if what == "reduced" {
+							in = ctx.AllReduceList(ReduceSum, grads)
+						}
+						inRun, err := s.ExtendedApplyGradients(device.Current(), in, func(gs []*tensor.Tensor) error {
+							got = gs
+							return nil
+						})
+						if !inRun || err != nil {
+							t.Errorf("worker %d step %d (%s): ExtendedApplyGradients = %v, %v", w, k, what, inRun, err)
+						}
+						return nil
+					}, nil)
+					for i, g := range got {
+						if grads[i] == nil {
+							if g != nil {
+								t.Errorf("worker %d step %d (%s): gradient %d was nil, apply got %v", w, k, what, i, g)
+							}
+							continue
+						}
+						if g == nil || g.Size() != len(want[i]) {
+							t.Errorf("worker %d step %d (%s): gradient %d = %v, want %d values", w, k, what, i, g, len(want[i]))
+							return
+						}
+						for j, v := range g.Data() {
+							if v != want[i][j] {
+								t.Errorf("worker %d step %d (%s): gradient %d [%d] = %v, want %v", w, k, what, i, j, v, want[i][j])
+								return
+							}
+						}
+					}
+				}
+				for k := range steps {
+					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+					check(k, "buckets", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
+				}
+				other := []*tensor.Tensor{grad(w, 9, 0, 70_000)}
+				check(steps, "other sizes", other, [][]float32{sum(9, 0, 70_000)})
+				small := []*tensor.Tensor{grad(w, 10, 0, 5)}
+				check(steps+1, "reduced", small, [][]float32{sum(10, 0, 5)})
+			}()
+		}
+		wg.Wait()
+	})
 }
