@@ -125,7 +125,7 @@ func psNetnsHelper(mode string, stdin io.Reader) error {
 		var m *Model
 		s.Scope(func() { m = mnistCNN() })
 		fmt.Println("READY")
-		if err := psRecover(func() { m.Fit(train, Epochs(1), Verbose(0), StepsPerExecution(4)) }); err != nil {
+		if err := psRecover(func() { m.Fit(train, Epochs(psNetnsEpochs), Verbose(0), StepsPerExecution(4)) }); err != nil {
 			return fmt.Errorf("fit: %w", err)
 		}
 		fmt.Println("ACC", m.Evaluate(test, Verbose(0))["accuracy"])
@@ -276,6 +276,13 @@ func psNetnsCount(t *testing.T, line, key string) int64 {
 	return 0
 }
 
+// psNetnsEpochs is how long TestPSFitAcrossHosts trains, in one process and across hosts.
+// After one epoch (125 steps) the CNN is still on the steep part of its learning curve,
+// where the workers' asynchronous updates moved the accuracy from 0.859 to 0.922 between
+// runs (one process: 0.914), across the test's tolerance of 0.05 under load; after two the
+// runs agree more closely.
+const psNetnsEpochs = 2
+
 func TestPSFitAcrossHosts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a ps, two workers and a coordinator on four hosts: skipped under -short")
@@ -287,7 +294,7 @@ func TestPSFitAcrossHosts(t *testing.T) {
 	leakcheck.Check(t)
 	SetRandomSeed(1)
 	local := mnistCNN()
-	local.Fit(train, Epochs(1), Verbose(0))
+	local.Fit(train, Epochs(psNetnsEpochs), Verbose(0))
 	want := local.Evaluate(test, Verbose(0))["accuracy"]
 
 	h := netns.New(t, 4) // ps 0, worker 0, worker 1, chief
