@@ -129,9 +129,8 @@ type MultiWorkerMirroredStrategy struct {
 	seq    uint64
 	joined bool // every worker answered once (join)
 
-	applyMu    sync.Mutex       // ExtendedApplyGradients' bucketer
-	apply      GradientBucketer // for gradients of applySizes
-	applySizes []int
+	keptMu sync.Mutex     // sumKept's bucketers
+	kept   []keptBucketer // the least recently used first
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:

@@ -294,10 +294,18 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
 					check(k, "buckets", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
 				}
-				other := []*tensor.Tensor{grad(w, 9, 0, 70_000)}
-				check(steps, "other sizes", other, [][]float32{sum(9, 0, 70_000)})
+				// Two lists in turn (a GAN's two optimizers) keep a bucketer each.
+				for k := steps; k < steps+3; k++ {
+					other := []*tensor.Tensor{grad(w, k, 0, 70_000)}
+					check(k, "other sizes", other, [][]float32{sum(k, 0, 70_000)})
+					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+					check(k, "buckets again", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
+				}
+				if len(s.kept) != 2 {
+					t.Errorf("worker %d keeps %d bucketers for two lists of gradients, want 2", w, len(s.kept))
+				}
 				small := []*tensor.Tensor{grad(w, 10, 0, 5)}
-				check(steps+1, "reduced", small, [][]float32{sum(10, 0, 5)})
+				check(steps+3, "reduced", small, [][]float32{sum(10, 0, 5)})
 			}()
 		}
 		wg.Wait()

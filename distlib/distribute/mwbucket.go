@@ -93,58 +93,89 @@ func (m *mwBucketer) Buffer(i int) []float32 { return m.b.Buffer(i) }
 func (s *MultiWorkerMirroredStrategy) ExtendedTimeout() time.Duration { return s.timeout }
 
 // ExtendedApplyGradients is Strategy's (see there) with, for one local replica on several
-// workers, the gradients summed through a GradientBucketer rather than the group's
-// all-reduce: where the workers share memory, each worker copies its gradients into its
-// buckets there and reads the others' where they lie, and one round through the postboxes
-// orders it (the all-reduce behind ExtendedAllReduce packs every gradient and takes the TCP
-// ring, about 1.5 ms a step for the peer CNN's 1.4 MB on this project's 2-core machine:
-// bench/RESULTS.md, multiworker "2026-11-28 20:40Z"). The sum is taken in rank order, the
-// same on every worker, into new tensors that apply receives. Gradients already reduced in
-// the replica function, several local replicas, or a call outside Run take the general
-// path.
+// workers, the gradients summed through a kept GradientBucketer (sumKept) rather than the
+// group's all-reduce: where the workers share memory, each worker copies its gradients into
+// its buckets there and reads the others' where they lie, and one round through the
+// postboxes orders it (the all-reduce behind ExtendedAllReduce took the TCP ring, about 1.5
+// ms a step for the peer CNN's 1.4 MB on this project's 2-core machine: bench/RESULTS.md,
+// multiworker "2026-11-28 20:30-20:40Z"). Gradients already reduced in the replica function,
+// several local replicas, or a call outside Run take the general path.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	g := s.running.Load()
 	if g == nil || apply == nil || s.workers <= 1 || s.t == nil || len(s.devices) != 1 || replicaDevice != s.devices[0] || g.reduced(grads) {
 		return s.base.ExtendedApplyGradients(replicaDevice, grads, apply)
 	}
-	sizes := make([]int, 0, len(grads))
+	var dense []*tensor.Tensor
 	for _, t := range grads {
 		if t != nil {
-			sizes = append(sizes, t.Size())
+			dense = append(dense, t)
 		}
 	}
-	if len(sizes) == 0 {
+	if len(dense) == 0 {
 		return true, apply(grads)
 	}
-	summed, err := s.sumGradients(g.ctx, grads, sizes)
+	sums, err := s.sumKept(g.ctx, dense, false)
 	if err != nil {
 		return true, fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of worker %d "+
 			"(every worker must call ApplyGradients with gradients of the same shapes, nil for the same variables): %w", s.worker, err)
 	}
+	summed := make([]*tensor.Tensor, len(grads))
+	for i, t := range grads {
+		if t != nil {
+			summed[i], sums = sums[0], sums[1:]
+		}
+	}
 	return true, apply(summed)
 }
 
-// sumGradients sums the non-nil grads (of the given sizes, in order) over the workers
-// through the strategy's gradient bucketer for those sizes, made at the first call with them.
-func (s *MultiWorkerMirroredStrategy) sumGradients(ctx context.Context, grads []*tensor.Tensor, sizes []int) ([]*tensor.Tensor, error) {
-	s.applyMu.Lock()
-	defer s.applyMu.Unlock()
-	if s.apply == nil || !slices.Equal(s.applySizes, sizes) {
-		b, err := s.ExtendedGradientBucketer(sizes, applyBucketBytes)
+// keptBucketer is a GradientBucketer sumKept keeps for tensors of its sizes.
+type keptBucketer struct {
+	sizes []int
+	b     GradientBucketer
+}
+
+// maxKeptBucketers is how many bucketers sumKept keeps, the least recently used dropped
+// first (its buffers go back to the shared memory once the bucketer is collected).
+const maxKeptBucketers = 8
+
+// sumKept returns the sums of ts over the workers (every worker passing tensors of the same
+// sizes, in the same order, in the same sequence of calls), each divided by the number of
+// workers when mean is set, in new tensors: through a GradientBucketer for those sizes, made
+// at the first call with them and kept for the next (at most maxKeptBucketers; every worker
+// keeps and drops the same ones, since they see the same calls). Each worker copies its
+// values into its buckets; once the buckets lie in the workers' shared memory (after the
+// first call), one round through the postboxes orders a call and each worker sums everyone's
+// values where they lie, in rank order, the same on every worker.
+func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.Tensor, mean bool) ([]*tensor.Tensor, error) {
+	sizes := make([]int, len(ts))
+	for i, t := range ts {
+		sizes[i] = t.Size()
+	}
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	var b GradientBucketer
+	for i, k := range s.kept {
+		if slices.Equal(k.sizes, sizes) {
+			b = k.b
+			s.kept = append(append(s.kept[:i:i], s.kept[i+1:]...), k) // most recently used last
+			break
+		}
+	}
+	if b == nil {
+		nb, err := s.ExtendedGradientBucketer(sizes, keptBucketBytes)
 		if err != nil {
 			return nil, err
 		}
-		s.apply, s.applySizes = b, sizes
+		b = nb
+		if len(s.kept) == maxKeptBucketers {
+			s.kept = s.kept[1:]
+		}
+		s.kept = append(s.kept, keptBucketer{sizes, b})
 	}
-	b := s.apply
-	k := 0
-	for _, t := range grads {
-		if t != nil {
-			if err := b.Add(k, t.Data()); err != nil {
-				_, _ = b.WaitTerms(ctx) // drain the buckets already started; the step fails anyway
-				return nil, err
-			}
-			k++
+	for i, t := range ts {
+		if err := b.Add(i, t.Data()); err != nil {
+			_, _ = b.WaitTerms(ctx) // drain the buckets already started; the call fails anyway
+			return nil, err
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
@@ -153,22 +184,23 @@ func (s *MultiWorkerMirroredStrategy) sumGradients(ctx context.Context, grads []
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*tensor.Tensor, len(grads))
-	k = 0
-	for i, t := range grads {
-		if t == nil {
-			continue
-		}
-		sum := make([]float32, sizes[k])
-		copy(sum, terms[k][0])
-		for _, term := range terms[k][1:] {
+	out := make([]*tensor.Tensor, len(ts))
+	for i, t := range ts {
+		sum := make([]float32, sizes[i])
+		copy(sum, terms[i][0])
+		for _, term := range terms[i][1:] {
 			simd.AddTo(sum, term)
 		}
+		if mean {
+			n := float32(s.workers)
+			for j := range sum {
+				sum[j] /= n
+			}
+		}
 		out[i] = newOn(t.Device(), t.Shape(), sum)
-		k++
 	}
 	return out, nil
 }
 
-// applyBucketBytes is the bucket size of ExtendedApplyGradients' bucketer (keras Fit's, too).
-const applyBucketBytes = 256 << 10
+// keptBucketBytes is the bucket size of sumKept's bucketers (keras Fit's, too).
+const keptBucketBytes = 256 << 10
