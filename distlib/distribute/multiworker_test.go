@@ -301,11 +301,42 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
 					check(k, "buckets again", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
 				}
+				// As terms (keras' optimizers): each worker's gradients where they lie (one
+				// bucket holds both), by rank.
+				k := steps + 3
+				grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+				var terms [][][]float32
+				s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
+					inRun, err := s.ExtendedApplyGradientTerms(device.Current(), grads, func(ts [][][]float32) error {
+						terms = make([][][]float32, len(ts))
+						for i, t := range ts {
+							for _, term := range t {
+								terms[i] = append(terms[i], append([]float32(nil), term...))
+							}
+						}
+						return nil
+					})
+					if !inRun || err != nil {
+						t.Errorf("worker %d: ExtendedApplyGradientTerms = %v, %v", w, inRun, err)
+					}
+					return nil
+				}, nil)
+				if len(terms) != 3 || len(terms[0]) != 2 || terms[1] != nil || len(terms[2]) != 2 {
+					t.Errorf("worker %d: terms of %d gradients, %d, %d, %d terms; want 3 gradients of 2, 0 and 2 terms", w, len(terms), len(terms[0]), len(terms[1]), len(terms[2]))
+				} else {
+					for r := range 2 {
+						for _, i := range []int{0, 2} {
+							if g := grad(r, k, i, sizes[i/2]).Data(); !equalData(terms[i][r], g) {
+								t.Errorf("worker %d: term %d of gradient %d is not worker %d's gradient", w, r, i, r)
+							}
+						}
+					}
+				}
 				if len(s.kept) != 2 {
 					t.Errorf("worker %d keeps %d bucketers for two lists of gradients, want 2", w, len(s.kept))
 				}
 				small := []*tensor.Tensor{grad(w, 10, 0, 5)}
-				check(steps+3, "reduced", small, [][]float32{sum(10, 0, 5)})
+				check(steps+4, "reduced", small, [][]float32{sum(10, 0, 5)})
 			}()
 		}
 		wg.Wait()

@@ -92,18 +92,58 @@ func (m *mwBucketer) Buffer(i int) []float32 { return m.b.Buffer(i) }
 // ExtendedTimeout returns how long the strategy waits for another worker.
 func (s *MultiWorkerMirroredStrategy) ExtendedTimeout() time.Duration { return s.timeout }
 
+// GradientTermsApplier is implemented by strategies whose ApplyGradients can hand the
+// update every summed gradient as terms to add in order, read where they lie, so that the
+// optimizer sums them as it reads them and the sum is never written
+// (MultiWorkerMirroredStrategy; keras' optimizers use it).
+type GradientTermsApplier interface {
+	// ExtendedApplyGradientTerms is ExtendedApplyGradients (see Strategy) whose apply gets,
+	// for each gradient, terms whose sum in order is the summed gradient (none for a nil
+	// gradient); they are valid until apply returns and must not be written.
+	ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
+}
+
+var _ GradientTermsApplier = (*MultiWorkerMirroredStrategy)(nil)
+
 // ExtendedApplyGradients is Strategy's (see there) with, for one local replica on several
 // workers, the gradients summed through a kept GradientBucketer (sumKept) rather than the
 // group's all-reduce: where the workers share memory, each worker copies its gradients into
 // its buckets there and reads the others' where they lie, and one round through the
 // postboxes orders it (the all-reduce behind ExtendedAllReduce took the TCP ring, about 1.5
 // ms a step for the peer CNN's 1.4 MB on this project's 2-core machine: bench/RESULTS.md,
-// multiworker "2026-11-28 20:30-20:40Z"). Gradients already reduced in the replica function,
-// several local replicas, or a call outside Run take the general path.
+// multiworker "2026-11-28 20:30-20:40Z"). The sums, in rank order, go into new tensors;
+// ExtendedApplyGradientTerms hands them over as terms instead. Gradients already reduced in
+// the replica function, several local replicas, or a call outside Run take the general path.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
-	g := s.running.Load()
-	if g == nil || apply == nil || s.workers <= 1 || s.t == nil || len(s.devices) != 1 || replicaDevice != s.devices[0] || g.reduced(grads) {
+	if apply == nil || !s.applyThroughBuckets(replicaDevice, grads) {
 		return s.base.ExtendedApplyGradients(replicaDevice, grads, apply)
+	}
+	return s.ExtendedApplyGradientTerms(replicaDevice, grads, func(terms [][][]float32) error {
+		summed := make([]*tensor.Tensor, len(grads))
+		for i, t := range grads {
+			if t != nil {
+				summed[i] = newOn(t.Device(), t.Shape(), sumTerms(terms[i]))
+			}
+		}
+		return apply(summed)
+	})
+}
+
+// ExtendedApplyGradientTerms is ExtendedApplyGradients handing apply the summed gradients as
+// terms (GradientTermsApplier): every worker's gradient, where it lies, when the workers
+// share memory; else one term, the sum.
+func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
+	g := s.running.Load()
+	if apply == nil || !s.applyThroughBuckets(replicaDevice, grads) {
+		return s.base.ExtendedApplyGradients(replicaDevice, grads, func(gs []*tensor.Tensor) error {
+			terms := make([][][]float32, len(gs))
+			for i, t := range gs {
+				if t != nil {
+					terms[i] = [][]float32{t.Data()}
+				}
+			}
+			return apply(terms)
+		})
 	}
 	var dense []*tensor.Tensor
 	for _, t := range grads {
@@ -111,21 +151,40 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice strin
 			dense = append(dense, t)
 		}
 	}
+	terms := make([][][]float32, len(grads))
 	if len(dense) == 0 {
-		return true, apply(grads)
+		return true, apply(terms)
 	}
-	sums, err := s.sumKept(g.ctx, dense, false)
+	s.keptMu.Lock()
+	defer s.keptMu.Unlock()
+	sums, err := s.sumKept(g.ctx, dense)
 	if err != nil {
 		return true, fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of worker %d "+
 			"(every worker must call ApplyGradients with gradients of the same shapes, nil for the same variables): %w", s.worker, err)
 	}
-	summed := make([]*tensor.Tensor, len(grads))
 	for i, t := range grads {
 		if t != nil {
-			summed[i], sums = sums[0], sums[1:]
+			terms[i], sums = sums[0], sums[1:]
 		}
 	}
-	return true, apply(summed)
+	return true, apply(terms)
+}
+
+// applyThroughBuckets reports whether ExtendedApplyGradients sums grads through sumKept:
+// inside a Run, with one local replica (replicaDevice's) on several workers, and grads not
+// already reduced in the replica function.
+func (s *MultiWorkerMirroredStrategy) applyThroughBuckets(replicaDevice string, grads []*tensor.Tensor) bool {
+	g := s.running.Load()
+	return g != nil && s.workers > 1 && s.t != nil && len(s.devices) == 1 && replicaDevice == s.devices[0] && !g.reduced(grads)
+}
+
+// sumTerms returns the sum of terms in order, in a new slice.
+func sumTerms(terms [][]float32) []float32 {
+	sum := append([]float32(nil), terms[0]...)
+	for _, t := range terms[1:] {
+		simd.AddTo(sum, t)
+	}
+	return sum
 }
 
 // keptBucketer is a GradientBucketer sumKept keeps for tensors of its sizes.
@@ -138,21 +197,20 @@ type keptBucketer struct {
 // first (its buffers go back to the shared memory once the bucketer is collected).
 const maxKeptBucketers = 8
 
-// sumKept returns the sums of ts over the workers (every worker passing tensors of the same
-// sizes, in the same order, in the same sequence of calls), each divided by the number of
-// workers when mean is set, in new tensors: through a GradientBucketer for those sizes, made
-// at the first call with them and kept for the next (at most maxKeptBucketers; every worker
-// keeps and drops the same ones, since they see the same calls). Each worker copies its
-// values into its buckets; once the buckets lie in the workers' shared memory (after the
-// first call), one round through the postboxes orders a call and each worker sums everyone's
-// values where they lie, in rank order, the same on every worker.
-func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.Tensor, mean bool) ([]*tensor.Tensor, error) {
+// sumKept returns, for each of ts, terms whose sum in order is its sum over the workers
+// (every worker passing tensors of the same sizes, in the same order, in the same sequence
+// of calls), valid until the next call with the same sizes; the caller holds s.keptMu. It
+// goes through a GradientBucketer for those sizes, made at the first call with them and kept
+// for the next (at most maxKeptBucketers; every worker keeps and drops the same ones, since
+// they see the same calls). Each worker copies its values into its buckets; once the
+// buckets lie in the workers' shared memory (after the first call), one round through the
+// postboxes orders a call and the terms are every worker's values where they lie, by rank;
+// else each is one term, the sum.
+func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.Tensor) ([][][]float32, error) {
 	sizes := make([]int, len(ts))
 	for i, t := range ts {
 		sizes[i] = t.Size()
 	}
-	s.keptMu.Lock()
-	defer s.keptMu.Unlock()
 	var b GradientBucketer
 	for i, k := range s.kept {
 		if slices.Equal(k.sizes, sizes) {
@@ -180,26 +238,7 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	terms, err := b.WaitTerms(ctx)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*tensor.Tensor, len(ts))
-	for i, t := range ts {
-		sum := make([]float32, sizes[i])
-		copy(sum, terms[i][0])
-		for _, term := range terms[i][1:] {
-			simd.AddTo(sum, term)
-		}
-		if mean {
-			n := float32(s.workers)
-			for j := range sum {
-				sum[j] /= n
-			}
-		}
-		out[i] = newOn(t.Device(), t.Shape(), sum)
-	}
-	return out, nil
+	return b.WaitTerms(ctx)
 }
 
 // keptBucketBytes is the bucket size of sumKept's bucketers (keras Fit's, too).

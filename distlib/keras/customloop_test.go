@@ -323,3 +323,99 @@ func maxAbsDiff(a, b []float32) float64 {
 	}
 	return d
 }
+
+// TestCustomLoopAcrossWorkersSharedMemory: the custom loop with Adam on two workers that
+// share memory, whose large gradient (20,000 values) each worker's optimizer reads from
+// both workers' buckets and sums as it reads (distribute.GradientTermsApplier), ends with
+// the weights of one device trained on the global batches.
+func TestCustomLoopAcrossWorkersSharedMemory(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	const n, features, global = 32, 20_000, 8
+	x := tensor.RandomNormal([]int{n, features}, 0, 1, 11)
+	y := make([]float32, n)
+	for i := range y {
+		if x.Data()[i*features] > 0 {
+			y[i] = 1
+		}
+	}
+	ds := data.FromTensorSlices(x, tensor.MustNew([]int{n, 1}, y)).Batch(global, false).
+		WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
+	loop := func(s distribute.Strategy, init []*tensor.Tensor) (initial, final []*tensor.Tensor) {
+		var model *Model
+		var opt *Optimizer
+		inProcessScopes.Lock()
+		s.Scope(func() {
+			if init == nil {
+				SetRandomSeed(3)
+			}
+			model = Sequential(layers.Dense(1))
+			opt = Adam(1e-3)
+		})
+		inProcessScopes.Unlock()
+		if err := model.Build(features); err != nil {
+			t.Error(err)
+			return nil, nil
+		}
+		if init != nil {
+			if err := model.SetWeights(init); err != nil {
+				t.Error(err)
+			}
+		}
+		initial = model.GetWeights()
+		lossObject := BinaryCrossentropy(true, WithReduction(ReductionNone))
+		step := func(_ *distribute.ReplicaContext, in data.Element) *tensor.Tensor {
+			tape := tensor.NewGradientTape()
+			loss := distribute.ComputeAverageLoss(lossObject.Call(in[1], model.Call(in[0], true)), global)
+			if err := opt.ApplyGradients(tape.Gradient(loss, model.TrainableVariables()), model.TrainableVariables()); err != nil {
+				t.Error(err)
+			}
+			return loss
+		}
+		dist := s.ExperimentalDistributeDataset(ds)
+		for range 2 {
+			it := dist.Iterator()
+			for in, ok := it.Next(); ok; in, ok = it.Next() {
+				s.Reduce(distribute.ReduceSum, s.Run(step, in), -1)
+			}
+		}
+		return initial, model.GetWeights()
+	}
+	mems := transport.NewSharedMem(2, 64<<20)
+	defer func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	}()
+	got, initial := make([][]*tensor.Tensor, 2), make([][]*tensor.Tensor, 2)
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if p := recover(); p != nil {
+					t.Errorf("worker %d panicked: %v", w, p)
+				}
+			}()
+			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
+				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(20*time.Second))
+			initial[w], got[w] = loop(s, nil)
+		}()
+	}
+	wg.Wait()
+	if t.Failed() || initial[0] == nil {
+		t.FailNow()
+	}
+	_, want := loop(distribute.NewOneDeviceStrategy("/cpu:0"), initial[0])
+	for w, ws := range got {
+		for i := range want {
+			a, b := want[i].Data(), ws[i].Data()
+			for j := range a {
+				if math.Abs(float64(a[j]-b[j])) > 1e-5 {
+					t.Fatalf("worker %d: weight %d[%d] = %v, one device gives %v", w, i, j, b[j], a[j])
+				}
+			}
+		}
+	}
+}
