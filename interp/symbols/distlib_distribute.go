@@ -107,6 +107,7 @@ func init() {
 		"DistributedValue":            reflect.ValueOf((*distribute.DistributedValue)(nil)),
 		"FixedShardsPartitioner":      reflect.ValueOf((*distribute.FixedShardsPartitioner)(nil)),
 		"GradientBucketer":            reflect.ValueOf((*distribute.GradientBucketer)(nil)),
+		"GradientTermsApplier":        reflect.ValueOf((*distribute.GradientTermsApplier)(nil)),
 		"HierarchicalCopyAllReduce":   reflect.ValueOf((*distribute.HierarchicalCopyAllReduce)(nil)),
 		"InputContext":                reflect.ValueOf((*distribute.InputContext)(nil)),
 		"LocalDevicesOption":          reflect.ValueOf((*distribute.LocalDevicesOption)(nil)),
@@ -149,6 +150,7 @@ func init() {
 		"_Coordinated":          reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
 		"_CrossDeviceOps":       reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
 		"_GradientBucketer":     reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
+		"_GradientTermsApplier": reflect.ValueOf((*_godist_distlib_distribute_GradientTermsApplier)(nil)),
 		"_MirroredOption":       reflect.ValueOf((*_godist_distlib_distribute_MirroredOption)(nil)),
 		"_MultiWorkerOption":    reflect.ValueOf((*_godist_distlib_distribute_MultiWorkerOption)(nil)),
 		"_Partitioner":          reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
@@ -308,6 +310,16 @@ func (W _godist_distlib_distribute_GradientBucketer) NumBuckets() int {
 }
 func (W _godist_distlib_distribute_GradientBucketer) WaitTerms(ctx context.Context) ([][][]float32, error) {
 	return W.WWaitTerms(ctx)
+}
+
+// _godist_distlib_distribute_GradientTermsApplier is an interface wrapper for GradientTermsApplier type
+type _godist_distlib_distribute_GradientTermsApplier struct {
+	IValue                      interface{}
+	WExtendedApplyGradientTerms func(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
+}
+
+func (W _godist_distlib_distribute_GradientTermsApplier) ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
+	return W.WExtendedApplyGradientTerms(replicaDevice, grads, apply)
 }
 
 // _godist_distlib_distribute_MirroredOption is an interface wrapper for MirroredOption type
