@@ -131,7 +131,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 // free) and the value the word holds, and, when every rank has one, a rank rings its word
 // with that value plus the round and waits until every other rank's word shows its own
 // value plus the round. A round of messages costs each rank a wake-up through the kernel
-// and tens of microseconds of system calls (bench/RESULTS.md, allreduce "2026-11-28").
+// and tens of microseconds of system calls (bench/RESULTS.md, allreduce "2026-11-28 20:24Z").
 //
 // A rank holds its word from before its first message until it returns, so while any rank
 // is still in an all-reduce that uses the words (waiting on a word that a rank which failed
