@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"godist/distlib/cluster"
+	"godist/distlib/collective"
 	"godist/distlib/data"
 	"godist/distlib/device"
 	"godist/distlib/tensor"
@@ -341,4 +342,45 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 		}
 		wg.Wait()
 	})
+}
+
+// TestMultiWorkerApplyGradientsShapesDiffer: workers whose gradients differ in shape both
+// fail at once, saying so, rather than one of them waiting out the communication timeout
+// for buckets the other never sends.
+func TestMultiWorkerApplyGradientsShapesDiffer(t *testing.T) {
+	leakcheck.Check(t)
+	splitCPU(t, 2)
+	captureLog(t)
+	mems := transport.NewSharedMem(2, 32<<20)
+	t.Cleanup(func() {
+		for _, m := range mems {
+			m.Close()
+		}
+	})
+	errs := make([]error, 2)
+	start := time.Now()
+	withTimeout(t, 60*time.Second, func() {
+		var wg sync.WaitGroup
+		for w := range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithDevices(cpu(w)), WithCommunicationTimeout(30*time.Second))
+				grads := []*tensor.Tensor{tensor.Zeros(40_000 + 70_000*w), tensor.Zeros(3)}
+				s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
+					_, errs[w] = s.ExtendedApplyGradients(device.Current(), grads, func([]*tensor.Tensor) error { return nil })
+					return nil
+				}, nil)
+			}()
+		}
+		wg.Wait()
+	})
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("the workers took %v to fail, want at once (their timeout is 30s)", d)
+	}
+	for w, err := range errs {
+		if !errors.Is(err, collective.ErrBadArgument) || !strings.Contains(err.Error(), "same shapes") || !strings.Contains(err.Error(), "differ") {
+			t.Errorf("worker %d: %v, want an error saying the workers' gradients differ and must have the same shapes", w, err)
+		}
+	}
 }

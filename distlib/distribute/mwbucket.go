@@ -220,6 +220,9 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 		}
 	}
 	if b == nil {
+		if err := s.checkSizes(ctx, sizes); err != nil {
+			return nil, err
+		}
 		nb, err := s.ExtendedGradientBucketer(sizes, keptBucketBytes)
 		if err != nil {
 			return nil, err
@@ -239,6 +242,37 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	return b.WaitTerms(ctx)
+}
+
+// checkSizes fails on every worker at once when the workers' tensor sizes differ, before a
+// bucketer is made for them: bucketers of other sizes lay out other buckets, and a worker
+// would wait for buckets the others never send until the communication timeout (5 minutes
+// by default), where the all-reduce of ExtendedAllReduce says at once that the lengths
+// differ. One small all-reduce of each worker's fingerprint of sizes (and its negation:
+// their maximum and minimum) tells every worker.
+func (s *MultiWorkerMirroredStrategy) checkSizes(ctx context.Context, sizes []int) error {
+	total, hash := 0, 0
+	for i, n := range sizes {
+		total += n
+		hash = (hash*31 + n*(i+1)) % (1 << 22)
+	}
+	// Integers under 2^24, exact as float32s.
+	fp := []float32{float32(len(sizes) % (1 << 22)), float32(total % (1 << 22)), float32(total >> 22 % (1 << 22)), float32(hash)}
+	buf := make([]float32, 2*len(fp))
+	for i, v := range fp {
+		buf[i], buf[len(fp)+i] = v, -v
+	}
+	if err := s.collective(ctx, "checksizes", func(ctx context.Context, opts []collective.Option) error {
+		return collective.AllReduce(ctx, s.t, buf, collective.Max, opts...)
+	}); err != nil {
+		return err
+	}
+	for i := range fp {
+		if buf[i] != -buf[len(fp)+i] {
+			return fmt.Errorf("%w: worker %d has %d tensors of %d values in all, and another worker's differ", collective.ErrBadArgument, s.worker, len(sizes), total)
+		}
+	}
+	return nil
 }
 
 // keptBucketBytes is the bucket size of sumKept's bucketers (keras Fit's, too).
