@@ -34,7 +34,8 @@ type GradientBucketer interface {
 // ExtendedGradientBucketer returns a GradientBucketer that sums tensors of the given sizes
 // across the workers of s, in buckets of about bucketBytes (0: collective.DefaultBucketBytes),
 // with every wait bounded by the communication timeout. Every worker must create its
-// bucketers with the same sizes in the same order. It returns nil and no error for a single
+// bucketers with the same sizes in the same order: a small all-reduce checks the sizes,
+// and fails on every worker when they differ. It returns nil and no error for a single
 // worker, where there is nothing to reduce across workers.
 func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, bucketBytes int) (GradientBucketer, error) {
 	if s.workers <= 1 || s.t == nil {
@@ -55,6 +56,9 @@ func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, buck
 	s.seq++
 	id := s.seq
 	s.mu.Unlock()
+	if err := s.checkSizes(cell.Context(), sizes); err != nil {
+		return nil, err
+	}
 	b, err := collective.NewBucketer(s.t, sizes, bucketBytes, collective.Sum, collective.KeepTerms(),
 		collective.Tag(fmt.Sprintf("mwms/buckets/%d", id)),
 		collective.CommunicationOptions{Timeout: s.timeout})
@@ -220,9 +224,6 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 		}
 	}
 	if b == nil {
-		if err := s.checkSizes(ctx, sizes); err != nil {
-			return nil, err
-		}
 		nb, err := s.ExtendedGradientBucketer(sizes, keptBucketBytes)
 		if err != nil {
 			return nil, err
@@ -244,12 +245,12 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 	return b.WaitTerms(ctx)
 }
 
-// checkSizes fails on every worker at once when the workers' tensor sizes differ, before a
-// bucketer is made for them: bucketers of other sizes lay out other buckets, and a worker
-// would wait for buckets the others never send until the communication timeout (5 minutes
-// by default), where the all-reduce of ExtendedAllReduce says at once that the lengths
-// differ. One small all-reduce of each worker's fingerprint of sizes (and its negation:
-// their maximum and minimum) tells every worker.
+// checkSizes fails on every worker at once when the workers' tensor sizes differ, before
+// ExtendedGradientBucketer makes a bucketer for them: bucketers of other sizes lay out
+// other buckets, and a worker would wait for buckets the others never send until the
+// communication timeout (5 minutes by default), where the all-reduce of ExtendedAllReduce
+// says at once that the lengths differ. One small all-reduce of each worker's fingerprint
+// of sizes (and its negation: their maximum and minimum) tells every worker.
 func (s *MultiWorkerMirroredStrategy) checkSizes(ctx context.Context, sizes []int) error {
 	total, hash := 0, 0
 	for i, n := range sizes {
@@ -269,7 +270,8 @@ func (s *MultiWorkerMirroredStrategy) checkSizes(ctx context.Context, sizes []in
 	}
 	for i := range fp {
 		if buf[i] != -buf[len(fp)+i] {
-			return fmt.Errorf("%w: worker %d has %d tensors of %d values in all, and another worker's differ", collective.ErrBadArgument, s.worker, len(sizes), total)
+			return fmt.Errorf("distribute: %w: worker %d of %d has %d tensors of %d values in all, and another worker's differ",
+				collective.ErrBadArgument, s.worker, s.workers, len(sizes), total)
 		}
 	}
 	return nil
