@@ -22,14 +22,40 @@ import (
 func runWorkers(t *testing.T, n int, devices func(w int) []string, fn func(w int, s *MultiWorkerMirroredStrategy)) {
 	t.Helper()
 	mems := transport.NewMem(n)
+	trs := make([]collective.Transport, n)
+	for w, m := range mems {
+		trs[w] = m
+	}
+	runWorkersOver(t, trs, devices, fn)
+}
+
+// runSharedWorkers is runWorkers over a group whose workers share memory
+// (transport.NewSharedMem, 32 MiB each).
+func runSharedWorkers(t *testing.T, n int, devices func(w int) []string, fn func(w int, s *MultiWorkerMirroredStrategy)) {
+	t.Helper()
+	mems := transport.NewSharedMem(n, 32<<20)
+	trs := make([]collective.Transport, n)
+	for w, m := range mems {
+		trs[w] = m
+	}
+	runWorkersOver(t, trs, devices, fn)
+}
+
+// runWorkersOver runs fn for every worker of the group trs (closed at the test's end), each
+// in its own goroutine with its own strategy (communication timeout 10 s), and waits
+// (bounded).
+func runWorkersOver(t *testing.T, trs []collective.Transport, devices func(w int) []string, fn func(w int, s *MultiWorkerMirroredStrategy)) {
+	t.Helper()
 	t.Cleanup(func() {
-		for _, m := range mems {
-			m.Close()
+		for _, tr := range trs {
+			if c, ok := tr.(interface{ Close() error }); ok {
+				c.Close()
+			}
 		}
 	})
 	withTimeout(t, 30*time.Second, func() {
 		var wg sync.WaitGroup
-		for w := 0; w < n; w++ {
+		for w := range trs {
 			wg.Add(1)
 			go func(w int) {
 				defer wg.Done()
@@ -38,7 +64,7 @@ func runWorkers(t *testing.T, n int, devices func(w int) []string, fn func(w int
 						t.Errorf("worker %d panicked: %v", w, p)
 					}
 				}()
-				s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithDevices(devices(w)...),
+				s := NewMultiWorkerMirroredStrategy(WithTransport(trs[w]), WithDevices(devices(w)...),
 					WithCommunicationTimeout(10*time.Second))
 				fn(w, s)
 			}(w)
@@ -224,12 +250,6 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 	leakcheck.Check(t)
 	splitCPU(t, 2)
 	captureLog(t)
-	mems := transport.NewSharedMem(2, 32<<20)
-	t.Cleanup(func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	})
 	// Worker w's gradient i, value j at step k; the big one (40,000 values) lies in a bucket
 	// of its own, in shared memory once placed.
 	grad := func(w, k, i, n int) *tensor.Tensor {
@@ -241,106 +261,97 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 	}
 	sizes := []int{40_000, 3}
 	const steps = 5
-	withTimeout(t, 30*time.Second, func() {
-		var wg sync.WaitGroup
-		for w := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithDevices(cpu(w)), WithCommunicationTimeout(10*time.Second))
-				// sum returns the workers' gradients i of step k, of n values, summed in rank order.
-				sum := func(k, i, n int) []float32 {
-					a, b := grad(0, k, i, n).Data(), grad(1, k, i, n).Data()
-					for j := range a {
-						a[j] += b[j]
-					}
-					return a
-				}
-				check := func(k int, what string, grads []*tensor.Tensor, want [][]float32) {
-					var got []*tensor.Tensor
-					s.Run(func(ctx *ReplicaContext, _ data.Element) *tensor.Tensor {
-						in := grads
-						if what == "reduced" {
-							in = ctx.AllReduceList(ReduceSum, grads)
-						}
-						inRun, err := s.ExtendedApplyGradients(device.Current(), in, func(gs []*tensor.Tensor) error {
-							got = gs
-							return nil
-						})
-						if !inRun || err != nil {
-							t.Errorf("worker %d step %d (%s): ExtendedApplyGradients = %v, %v", w, k, what, inRun, err)
-						}
-						return nil
-					}, nil)
-					for i, g := range got {
-						if grads[i] == nil {
-							if g != nil {
-								t.Errorf("worker %d step %d (%s): gradient %d was nil, apply got %v", w, k, what, i, g)
-							}
-							continue
-						}
-						if g == nil || g.Size() != len(want[i]) {
-							t.Errorf("worker %d step %d (%s): gradient %d = %v, want %d values", w, k, what, i, g, len(want[i]))
-							return
-						}
-						for j, v := range g.Data() {
-							if v != want[i][j] {
-								t.Errorf("worker %d step %d (%s): gradient %d [%d] = %v, want %v", w, k, what, i, j, v, want[i][j])
-								return
-							}
-						}
-					}
-				}
-				for k := range steps {
-					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
-					check(k, "buckets", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
-				}
-				// Two lists in turn (a GAN's two optimizers) keep a bucketer each.
-				for k := steps; k < steps+3; k++ {
-					other := []*tensor.Tensor{grad(w, k, 0, 70_000)}
-					check(k, "other sizes", other, [][]float32{sum(k, 0, 70_000)})
-					grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
-					check(k, "buckets again", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
-				}
-				// As terms (keras' optimizers): each worker's gradients where they lie (one
-				// bucket holds both), by rank.
-				k := steps + 3
-				grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
-				var terms [][][]float32
-				s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
-					inRun, err := s.ExtendedApplyGradientTerms(device.Current(), grads, func(ts [][][]float32) error {
-						terms = make([][][]float32, len(ts))
-						for i, t := range ts {
-							for _, term := range t {
-								terms[i] = append(terms[i], append([]float32(nil), term...))
-							}
-						}
-						return nil
-					})
-					if !inRun || err != nil {
-						t.Errorf("worker %d: ExtendedApplyGradientTerms = %v, %v", w, inRun, err)
-					}
-					return nil
-				}, nil)
-				if len(terms) != 3 || len(terms[0]) != 2 || terms[1] != nil || len(terms[2]) != 2 {
-					t.Errorf("worker %d: terms of %d gradients, %d, %d, %d terms; want 3 gradients of 2, 0 and 2 terms", w, len(terms), len(terms[0]), len(terms[1]), len(terms[2]))
-				} else {
-					for r := range 2 {
-						for _, i := range []int{0, 2} {
-							if g := grad(r, k, i, sizes[i/2]).Data(); !equalData(terms[i][r], g) {
-								t.Errorf("worker %d: term %d of gradient %d is not worker %d's gradient", w, r, i, r)
-							}
-						}
-					}
-				}
-				if len(s.kept) != 2 {
-					t.Errorf("worker %d keeps %d bucketers for two lists of gradients, want 2", w, len(s.kept))
-				}
-				small := []*tensor.Tensor{grad(w, 10, 0, 5)}
-				check(steps+4, "reduced", small, [][]float32{sum(10, 0, 5)})
-			}()
+	runSharedWorkers(t, 2, func(w int) []string { return []string{cpu(w)} }, func(w int, s *MultiWorkerMirroredStrategy) {
+		// sum returns the workers' gradients i of step k, of n values, summed in rank order.
+		sum := func(k, i, n int) []float32 {
+			a, b := grad(0, k, i, n).Data(), grad(1, k, i, n).Data()
+			for j := range a {
+				a[j] += b[j]
+			}
+			return a
 		}
-		wg.Wait()
+		check := func(k int, what string, grads []*tensor.Tensor, want [][]float32) {
+			var got []*tensor.Tensor
+			s.Run(func(ctx *ReplicaContext, _ data.Element) *tensor.Tensor {
+				in := grads
+				if what == "reduced" {
+					in = ctx.AllReduceList(ReduceSum, grads)
+				}
+				inRun, err := s.ExtendedApplyGradients(device.Current(), in, func(gs []*tensor.Tensor) error {
+					got = gs
+					return nil
+				})
+				if !inRun || err != nil {
+					t.Errorf("worker %d step %d (%s): ExtendedApplyGradients = %v, %v", w, k, what, inRun, err)
+				}
+				return nil
+			}, nil)
+			for i, g := range got {
+				if grads[i] == nil {
+					if g != nil {
+						t.Errorf("worker %d step %d (%s): gradient %d was nil, apply got %v", w, k, what, i, g)
+					}
+					continue
+				}
+				if g == nil || g.Size() != len(want[i]) {
+					t.Errorf("worker %d step %d (%s): gradient %d = %v, want %d values", w, k, what, i, g, len(want[i]))
+					return
+				}
+				for j, v := range g.Data() {
+					if v != want[i][j] {
+						t.Errorf("worker %d step %d (%s): gradient %d [%d] = %v, want %v", w, k, what, i, j, v, want[i][j])
+						return
+					}
+				}
+			}
+		}
+		for k := range steps {
+			grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+			check(k, "buckets", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
+		}
+		// Two lists in turn (a GAN's two optimizers) keep a bucketer each.
+		for k := steps; k < steps+3; k++ {
+			other := []*tensor.Tensor{grad(w, k, 0, 70_000)}
+			check(k, "other sizes", other, [][]float32{sum(k, 0, 70_000)})
+			grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+			check(k, "buckets again", grads, [][]float32{sum(k, 0, sizes[0]), nil, sum(k, 2, sizes[1])})
+		}
+		// As terms (keras' optimizers): each worker's gradients where they lie (one
+		// bucket holds both), by rank.
+		k := steps + 3
+		grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
+		var terms [][][]float32
+		s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
+			inRun, err := s.ExtendedApplyGradientTerms(device.Current(), grads, func(ts [][][]float32) error {
+				terms = make([][][]float32, len(ts))
+				for i, t := range ts {
+					for _, term := range t {
+						terms[i] = append(terms[i], append([]float32(nil), term...))
+					}
+				}
+				return nil
+			})
+			if !inRun || err != nil {
+				t.Errorf("worker %d: ExtendedApplyGradientTerms = %v, %v", w, inRun, err)
+			}
+			return nil
+		}, nil)
+		if len(terms) != 3 || len(terms[0]) != 2 || terms[1] != nil || len(terms[2]) != 2 {
+			t.Errorf("worker %d: terms of %d gradients, %d, %d, %d terms; want 3 gradients of 2, 0 and 2 terms", w, len(terms), len(terms[0]), len(terms[1]), len(terms[2]))
+		} else {
+			for r := range 2 {
+				for _, i := range []int{0, 2} {
+					if g := grad(r, k, i, sizes[i/2]).Data(); !equalData(terms[i][r], g) {
+						t.Errorf("worker %d: term %d of gradient %d is not worker %d's gradient", w, r, i, r)
+					}
+				}
+			}
+		}
+		if len(s.kept) != 2 {
+			t.Errorf("worker %d keeps %d bucketers for two lists of gradients, want 2", w, len(s.kept))
+		}
+		small := []*tensor.Tensor{grad(w, 10, 0, 5)}
+		check(steps+4, "reduced", small, [][]float32{sum(10, 0, 5)})
 	})
 }
 
@@ -351,32 +362,17 @@ func TestMultiWorkerApplyGradientsShapesDiffer(t *testing.T) {
 	leakcheck.Check(t)
 	splitCPU(t, 2)
 	captureLog(t)
-	mems := transport.NewSharedMem(2, 32<<20)
-	t.Cleanup(func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	})
 	errs := make([]error, 2)
 	start := time.Now()
-	withTimeout(t, 60*time.Second, func() {
-		var wg sync.WaitGroup
-		for w := range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithDevices(cpu(w)), WithCommunicationTimeout(30*time.Second))
-				grads := []*tensor.Tensor{tensor.Zeros(40_000 + 70_000*w), tensor.Zeros(3)}
-				s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
-					_, errs[w] = s.ExtendedApplyGradients(device.Current(), grads, func([]*tensor.Tensor) error { return nil })
-					return nil
-				}, nil)
-			}()
-		}
-		wg.Wait()
+	runSharedWorkers(t, 2, func(w int) []string { return []string{cpu(w)} }, func(w int, s *MultiWorkerMirroredStrategy) {
+		grads := []*tensor.Tensor{tensor.Zeros(40_000 + 70_000*w), tensor.Zeros(3)}
+		s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
+			_, errs[w] = s.ExtendedApplyGradients(device.Current(), grads, func([]*tensor.Tensor) error { return nil })
+			return nil
+		}, nil)
 	})
-	if d := time.Since(start); d > 10*time.Second {
-		t.Errorf("the workers took %v to fail, want at once (their timeout is 30s)", d)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the workers took %v to fail, want at once (their timeout is 10s)", d)
 	}
 	for w, err := range errs {
 		if !errors.Is(err, collective.ErrBadArgument) || !strings.Contains(err.Error(), "same shapes") || !strings.Contains(err.Error(), "differ") {
