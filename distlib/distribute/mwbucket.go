@@ -119,10 +119,11 @@ var _ GradientTermsApplier = (*MultiWorkerMirroredStrategy)(nil)
 // ExtendedApplyGradientTerms hands them over as terms instead. Gradients already reduced in
 // the replica function, several local replicas, or a call outside Run take the general path.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
-	if apply == nil || !s.applyThroughBuckets(replicaDevice, grads) {
+	g := s.bucketsRun(replicaDevice, grads)
+	if apply == nil || g == nil {
 		return s.base.ExtendedApplyGradients(replicaDevice, grads, apply)
 	}
-	return s.ExtendedApplyGradientTerms(replicaDevice, grads, func(terms [][][]float32) error {
+	return true, s.applyBuckets(g, grads, func(terms [][][]float32) error {
 		summed := make([]*tensor.Tensor, len(grads))
 		for i, t := range grads {
 			if t != nil {
@@ -137,8 +138,8 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice strin
 // terms (GradientTermsApplier): every worker's gradient, where it lies, when the workers
 // share memory; else one term, the sum.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
-	g := s.running.Load()
-	if apply == nil || !s.applyThroughBuckets(replicaDevice, grads) {
+	g := s.bucketsRun(replicaDevice, grads)
+	if apply == nil || g == nil {
 		return s.base.ExtendedApplyGradients(replicaDevice, grads, func(gs []*tensor.Tensor) error {
 			terms := make([][][]float32, len(gs))
 			for i, t := range gs {
@@ -149,6 +150,23 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice s
 			return apply(terms)
 		})
 	}
+	return true, s.applyBuckets(g, grads, apply)
+}
+
+// bucketsRun returns the Run in progress when ExtendedApplyGradients sums grads through
+// sumKept: inside a Run, with one local replica (replicaDevice's) on several workers, and
+// grads not already reduced in the replica function; else nil.
+func (s *MultiWorkerMirroredStrategy) bucketsRun(replicaDevice string, grads []*tensor.Tensor) *syncGroup {
+	g := s.running.Load()
+	if g == nil || s.workers <= 1 || s.t == nil || len(s.devices) != 1 || replicaDevice != s.devices[0] || g.reduced(grads) {
+		return nil
+	}
+	return g
+}
+
+// applyBuckets sums the non-nil grads over the workers through sumKept, under g's context,
+// and calls apply with their terms (none for a nil gradient).
+func (s *MultiWorkerMirroredStrategy) applyBuckets(g *syncGroup, grads []*tensor.Tensor, apply func(terms [][][]float32) error) error {
 	var dense []*tensor.Tensor
 	for _, t := range grads {
 		if t != nil {
@@ -157,13 +175,13 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice s
 	}
 	terms := make([][][]float32, len(grads))
 	if len(dense) == 0 {
-		return true, apply(terms)
+		return apply(terms)
 	}
 	s.keptMu.Lock()
 	defer s.keptMu.Unlock()
 	sums, err := s.sumKept(g.ctx, dense)
 	if err != nil {
-		return true, fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of worker %d "+
+		return fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of worker %d "+
 			"(every worker must call ApplyGradients with gradients of the same shapes, nil for the same variables): %w", s.worker, err)
 	}
 	for i, t := range grads {
@@ -171,15 +189,7 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice s
 			terms[i], sums = sums[0], sums[1:]
 		}
 	}
-	return true, apply(terms)
-}
-
-// applyThroughBuckets reports whether ExtendedApplyGradients sums grads through sumKept:
-// inside a Run, with one local replica (replicaDevice's) on several workers, and grads not
-// already reduced in the replica function.
-func (s *MultiWorkerMirroredStrategy) applyThroughBuckets(replicaDevice string, grads []*tensor.Tensor) bool {
-	g := s.running.Load()
-	return g != nil && s.workers > 1 && s.t != nil && len(s.devices) == 1 && replicaDevice == s.devices[0] && !g.reduced(grads)
+	return apply(terms)
 }
 
 // sumTerms returns the sum of terms in order, in a new slice.

@@ -252,22 +252,20 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 		// coordinator itself).
 		return o.applyOnPS(c, grads, vars)
 	}
+	var inRun bool
 	if ta, ok := s.(distribute.GradientTermsApplier); ok {
 		// The summed gradients as terms read where they lie (every worker's, where the
 		// workers share memory): the rule sums them as it reads them.
-		inRun, err := ta.ExtendedApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
+		inRun, err = ta.ExtendedApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
 			gt := make([]gradTerms, len(terms))
 			for i, t := range terms {
 				gt[i] = t
 			}
 			return o.applyTerms([][]gradTerms{gt}, [][]*tensor.Variable{vars})
 		})
-		if inRun {
-			return err
-		}
-		return apply(grads)
+	} else {
+		inRun, err = s.ExtendedApplyGradients(device.Current(), grads, apply)
 	}
-	inRun, err := s.ExtendedApplyGradients(device.Current(), grads, apply)
 	if inRun {
 		return err
 	}
