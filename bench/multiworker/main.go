@@ -1,7 +1,8 @@
 // Command multiworker measures keras Fit's training throughput under
 // MultiWorkerMirroredStrategy on the peer CNN of shared/peers/model.py (Conv2D 1->32 3x3 +
 // ReLU, MaxPool 2, Flatten, Dense 5408->64 + ReLU, Dense 64->10, Adam 1e-3), synthetic
-// data, per-worker batch 64 (global batch 64*W), one compute thread per worker: its kernels
+// data (-batches batches of 64 per worker, 16 as in model.py's synthetic_batches), per-worker
+// batch 64 (global batch 64*W), one compute thread per worker: its kernels
 // use one thread (GODIST_KERNEL_THREADS=1) and it runs with GOMAXPROCS=-procs (default 1;
 // 2 gives the all-reduce goroutines a P of their own beside the compute thread).
 //
@@ -58,20 +59,24 @@ func main() {
 	steps := flag.Int("steps", 30, "steps per window")
 	warmup := flag.Int("warmup", 1, "untimed epochs first")
 	batch := flag.Int("batch", 64, "per-worker batch size")
+	batches := flag.Int("batches", 16, "batches in each worker's shard of the dataset (16 as shared/peers/model.py; 256 makes a dataset no cache of this machine holds, as real data)")
 	procs := flag.Int("procs", 1, "GOMAXPROCS of each worker (its kernels use one thread either way)")
 	flag.BoolVar(&balance, "balance", false, "keras.BalanceWorkers(true): split every global batch by the workers' speeds")
 	flag.BoolVar(&noPin, "nopin", false, "cluster.LaunchSpec.NoPinning: leave the workers free to run on any CPU")
 	flag.BoolVar(&custom, "custom", false, "train with the course's custom loop (strategy.Run, GradientTape, optimizer.ApplyGradients, strategy.Reduce) instead of Fit")
 	flag.Parse()
-	if err := run(*workers, *windows, *steps, *warmup, *batch, *procs); err != nil {
+	if err := run(*workers, *windows, *steps, *warmup, *batch, *batches, *procs); err != nil {
 		fmt.Fprintln(os.Stderr, "multiworker:", err)
 		os.Exit(1)
 	}
 }
 
-func run(workers, windows, steps, warmup, batch, procs int) error {
+func run(workers, windows, steps, warmup, batch, batches, procs int) error {
 	if procs < 1 {
 		return fmt.Errorf("-procs %d: want at least 1", procs)
+	}
+	if batches < 1 {
+		return fmt.Errorf("-batches %d: want at least 1", batches)
 	}
 	if workers > 1 && os.Getenv(taskEnv) == "" {
 		self, err := os.Executable()
@@ -99,8 +104,8 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		defer stop()
 	}
 	global := batch * n
-	xs := tensor.RandomUniform([]int{16 * global, 28, 28, 1}, 0, 1, 100)
-	lab := tensor.RandomUniform([]int{16 * global}, 0, 10, 1000).Data()
+	xs := tensor.RandomUniform([]int{batches * global, 28, 28, 1}, 0, 1, 100)
+	lab := tensor.RandomUniform([]int{batches * global}, 0, 10, 1000).Data()
 	l := make([]float32, len(lab))
 	for i, v := range lab {
 		l[i] = float32(int(v))
@@ -158,7 +163,7 @@ func run(workers, windows, steps, warmup, batch, procs int) error {
 		return nil
 	}
 	out := map[string]any{
-		"config":    fmt.Sprintf("godist keras %s, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, kernels %s, balanced %v", map[bool]string{false: "Fit", true: "custom loop"}[custom], n, procs, global, tensor.KernelName(), balance),
+		"config":    fmt.Sprintf("godist keras %s, MultiWorkerMirroredStrategy, %d worker(s) x 1 kernel thread, GOMAXPROCS=%d, global batch %d, %d batches, kernels %s, balanced %v", map[bool]string{false: "Fit", true: "custom loop"}[custom], n, procs, global, batches, tensor.KernelName(), balance),
 		"workers":   n,
 		"loss_last": h.History["loss"][len(h.History["loss"])-1],
 	}
