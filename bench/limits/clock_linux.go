@@ -1,6 +1,7 @@
 package main
 
 import (
+	"runtime"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -17,3 +18,20 @@ func threadCPU() time.Duration {
 }
 
 const cpuClock = "thread CPU time"
+
+// pinThread binds the calling OS thread (lock the goroutine to it first) to CPU cpu; false
+// where the CPU is not there or binding is refused.
+func pinThread(cpu int) bool {
+	var set unix.CPUSet
+	set.Set(cpu)
+	return unix.SchedSetaffinity(0, &set) == nil
+}
+
+// unpinThread lets the calling OS thread run on every CPU again.
+func unpinThread() {
+	var set unix.CPUSet
+	for c := range runtime.NumCPU() {
+		set.Set(c)
+	}
+	_ = unix.SchedSetaffinity(0, &set)
+}

@@ -2,7 +2,9 @@
 // print their figures against: fp32 peak of one core with an unrolled FMA loop (AVX2 and,
 // where the CPU has it, AVX-512; Go assembly, 12 independent accumulators), single-thread
 // memory bandwidth (a vector streaming read and a copy of buffers far larger than the
-// caches), and the bandwidth of one loopback TCP stream (a Go writer and reader).
+// caches), the cache a core keeps (the largest working set whose dependent loads stay far
+// below the memory's latency, alone and with the other core doing the same: cache.go), and
+// the bandwidth of one loopback TCP stream (a Go writer and reader).
 //
 // The machine is shared, so the FMA and memory figures are rates per second of the
 // measuring thread's own CPU time (what the core gave it; the CNN bench's samples per own
@@ -13,9 +15,10 @@
 // one line per figure and then one JSON line with every figure:
 //
 //	{"fma_avx2_gflops": ..., "fma_avx512_gflops": ..., "peak_gflops": ..., "mem_read_GBps": ...,
-//	 "mem_copy_GBps": ..., "tcp_loopback_GBps": ..., "loadavg": ...}
+//	 "mem_copy_GBps": ..., "cache_mib": ..., "cache_mib_both": ..., "tcp_loopback_GBps": ...,
+//	 "loadavg": ...}
 //
-// peak_gflops is the best of the FMA loops. -only picks a subset (fma, mem, tcp).
+// peak_gflops is the best of the FMA loops. -only picks a subset (fma, mem, cache, tcp).
 package main
 
 import (
@@ -217,7 +220,7 @@ func loadavg() string {
 }
 
 func main() {
-	only := flag.String("only", "fma,mem,tcp", "figures to measure: a comma-separated subset of fma, mem, tcp")
+	only := flag.String("only", "fma,mem,cache,tcp", "figures to measure: a comma-separated subset of fma, mem, cache, tcp")
 	reps := flag.Int("reps", 5, "measurements of each figure (the best is the limit)")
 	fmaTime := flag.Duration("fma-time", 200*time.Millisecond, "duration of one FMA measurement")
 	memMiB := flag.Int("mem-mib", 256, "buffer size for the memory bandwidth, MiB (far above the caches)")
@@ -226,10 +229,10 @@ func main() {
 	want := map[string]bool{}
 	for _, f := range strings.Split(*only, ",") {
 		switch f = strings.TrimSpace(f); f {
-		case "fma", "mem", "tcp":
+		case "fma", "mem", "cache", "tcp":
 			want[f] = true
 		default:
-			fmt.Fprintf(os.Stderr, "limits: -only %q: unknown figure %q (use fma, mem, tcp)\n", *only, f)
+			fmt.Fprintf(os.Stderr, "limits: -only %q: unknown figure %q (use fma, mem, cache, tcp)\n", *only, f)
 			os.Exit(2)
 		}
 	}
@@ -270,6 +273,25 @@ func main() {
 		out["mem_read_GBps"] = round(reads[len(reads)-1])
 		out["mem_copy_GBps"] = round(copies[len(copies)-1])
 		runtime.UnlockOSThread()
+	}
+	if want["cache"] {
+		creps := min(*reps, 3) // a chain's loads wait on each other: slow, and steadier than the others
+		alone, ok := cacheLatencies(false, creps)
+		where := "CPU 0"
+		if !ok {
+			where = "an unbound thread"
+		}
+		fmt.Printf("limit: cache one core keeps, %s alone: %d MiB (ns per dependent load of %s: %s)\n", where, heldMiB(alone), cpuClock, fmtLatencies(alone))
+		out["cache_mib"] = heldMiB(alone)
+		if runtime.NumCPU() >= 2 {
+			both, ok := cacheLatencies(true, creps)
+			if ok {
+				fmt.Printf("limit: cache one core keeps while CPU 1 loads as much: %d MiB (%s)\n", heldMiB(both), fmtLatencies(both))
+				out["cache_mib_both"] = heldMiB(both)
+			} else {
+				fmt.Println("limit: cache one core keeps while another loads as much: not measured (threads cannot be bound to CPUs 0 and 1)")
+			}
+		}
 	}
 	if want["tcp"] {
 		var rs []float64

@@ -33,7 +33,7 @@
 #
 # The bound depends on the data: a one-worker process runs its steps 7-13% faster on the
 # 16 batches of the peer's synthetic data (3 MB, partly held by the caches) than on 256
-# (51 MB; the caches here hold about 5 MB a core: bench/RESULTS.md), and a worker of two
+# (51 MB; the caches here hold 3-6 MiB a core: the limit printed first), and a worker of two
 # holds twice a solo's data (it shards the global dataset). Each round therefore also runs
 # the pair and the 2 workers on BIG batches a worker (default 256), as real data is, and
 # prints that fraction of the bound beside the one on the peer's data.
@@ -52,7 +52,11 @@ BIG=${BIG:-256}
 source "$(dirname "$0")/../lib.sh"
 bench_setup 6
 bench_build mw multiworker
+bench_build limits limits
 bench_machine
+# What the caches hold for a core varies from hour to hour on a VM (other tenants share the
+# last-level cache): measured in this run, before the rounds.
+"$tmp/limits" -only cache -reps 2 | grep '^limit'
 PIN=
 if command -v taskset >/dev/null && [ "$(nproc)" -ge 2 ]; then PIN=1; fi
 # The co-located bound: two independent one-worker processes side by side (no
