@@ -65,6 +65,9 @@ var cacheSizes = []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64}
 // cores share the last-level cache). ok is false where threads cannot be bound to CPUs 0
 // and 1 (then both run unbound, and busy only says that another thread chases meanwhile).
 func cacheLatencies(busy bool, reps int) (ns []float64, ok bool) {
+	if busy && runtime.GOMAXPROCS(0) < 2 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the two chains run at once
+	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	ok = pinThread(0)

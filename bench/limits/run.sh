@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What one core of this machine allows, measured in this run (bench/limits): fp32 peak of one
 # core (AVX2 and AVX-512 FMA loops), single-thread memory bandwidth (streaming read, copy),
-# loopback TCP bandwidth of one stream (a Go loop; iperf3 too when it is installed). The
+# the cache a core keeps (alone, and while CPU 1 loads as much), loopback TCP bandwidth of
+# one stream (a Go loop; iperf3 too when it is installed). The
 # other benches print their figures against these: bench/cnn runs the FMA loops itself, in
 # its own run, and prints the CNN step's GFLOP/s as a fraction of the peak.
 set -euo pipefail
