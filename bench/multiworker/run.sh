@@ -40,7 +40,8 @@
 #
 # Each round also trains with the course's custom loop (-custom: strategy.Run of a step that
 # takes a GradientTape's gradients and applies them with optimizer.ApplyGradients, the
-# losses summed with strategy.Reduce), 1 worker then 2, and prints 2 vs 1.
+# losses summed with strategy.Reduce), 1 worker then 2, and prints 2 vs 1; then the same on
+# BIG batches a worker, where its garbage is collected 6x less often.
 #
 # Every godist worker runs its kernels on one thread (GODIST_KERNEL_THREADS=1) with
 # GOMAXPROCS=PROCS (default 1; PROCS=2 leaves each worker a second P for its all-reduce
@@ -108,6 +109,12 @@ for r in $(seq "$ROUNDS"); do
   # strategy.Reduce) instead of Fit: 1 worker, then 2.
   GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go1custom.jsonl"
   OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2custom.jsonl"
+  # The same on BIG batches a worker: a live heap of ~100 MB a worker instead of ~18, so
+  # the custom loop's garbage (fresh gradients, as TF's tape gives) is collected every ~25
+  # steps instead of every ~4 (bench/RESULTS.md). Its heap grows to ~220 MB first, on pages
+  # never touched before, so these runs take a warm-up of 150 steps.
+  GOMAXPROCS=$PROCS GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -batches "$BIG" -workers 1 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" -warmup $(( (150 + STEPS - 1) / STEPS )) 2>/dev/null | grep '^{' >>"$tmp/go1custombig.jsonl"
+  OPENBLAS_NUM_THREADS=1 "$tmp/mw" -custom -batches "$BIG" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" -warmup $(( (150 + STEPS - 1) / STEPS )) 2>/dev/null | grep '^{' >>"$tmp/go2custombig.jsonl"
   # The same without shared memory: the gradients cross loopback TCP, as between hosts.
   GODIST_SHARED_MEMORY=0 OPENBLAS_NUM_THREADS=1 "$tmp/mw" -workers 2 -procs "$PROCS" -windows "$WINDOWS" -steps "$STEPS" 2>/dev/null | grep '^{' >>"$tmp/go2tcp.jsonl"
   pysolos # before DDP
@@ -132,7 +139,7 @@ def load(name):
     allr = statistics.median(r for r, _ in ws)
     clean = [r for r, o in ws if o < 0.1]
     return cfg, allr, (statistics.median(clean) if clean else None), f"{len(clean)}/{len(ws)}"
-res = {k: load(k) for k in ("go1", "go2", "go2free", "go2bal", "go2tcp", "go2big", "go1custom", "go2custom", "py1", "py2")}
+res = {k: load(k) for k in ("go1", "go2", "go2free", "go2bal", "go2tcp", "go2big", "go1custom", "go2custom", "go1custombig", "go2custombig", "py1", "py2")}
 # Each round's median (nan for a round whose peer was stopped).
 def per(name):
     out = []
@@ -200,6 +207,9 @@ print(f"goal (>= 1.8x and above DDP): {'met' if med(gs) >= 1.8 and med(gs) > med
 cs = ratios("go2custom", "go1custom")
 print(f"within rounds: the custom loop (Run, GradientTape, ApplyGradients, Reduce), 2 workers vs 1: {med(cs):.2f}x "
       f"(rounds {', '.join(f'{x:.2f}' for x in cs)}); one worker's custom loop {med(ratios('go1custom', 'go1')):.2f} of its Fit")
+cb = ratios("go2custombig", "go1custombig")
+print(f"within rounds, on {os.environ.get('BIG', '256')} batches a worker: the custom loop, 2 workers vs 1: {med(cb):.2f}x "
+      f"(rounds {', '.join(f'{x:.2f}' for x in cb)}); 2 workers' custom loop {med(ratios('go2custombig', 'go2big')):.2f} of their Fit")
 if bounds:
     fb = [two / bound for two, bound in zip(per("go2"), bounds)]
     fl = [two / l for two, l in zip(per("go2"), lock)]
