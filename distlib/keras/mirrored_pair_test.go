@@ -113,3 +113,80 @@ func TestMirroredPairPanicFailsTheStep(t *testing.T) {
 		t.Fatal("runMirroredPair hung after one goroutine panicked")
 	}
 }
+
+// TestMirroredPairBorrowsSlotsUntilAStepIsNot: while two copies are updated as a pair, the
+// second copy of a large variable borrows the first's slots (one copy of Adam's moments);
+// a step that updates the copies each on its own (replica 1's terms in other memory) first
+// gives the second copy slots of its own again, so that the two updates do not both apply
+// to one moment. Over pair, own, pair, own steps, every copy's values and slots stay those
+// of copies always updated on their own, bit for bit.
+func TestMirroredPairBorrowsSlotsUntilAStepIsNot(t *testing.T) {
+	sizes := []int{100, mirroredMin + 3}
+	copies := func() [][]*tensor.Variable {
+		vars := make([][]*tensor.Variable, 2)
+		for r := range vars {
+			for i, n := range sizes {
+				init := tensor.MustNew([]int{n}, make([]float32, n))
+				for j := range init.Data() {
+					init.Data()[j] = float32(math.Cos(float64(i*100 + j)))
+				}
+				vars[r] = append(vars[r], tensor.NewVariable("v", init, true))
+			}
+		}
+		return vars
+	}
+	paired, own := Adam(1e-2), Adam(1e-2)
+	pv, ov := copies(), copies()
+	rng := rand.New(rand.NewSource(5))
+	shares := func(i int) bool {
+		a, b := paired.slots[pv[0][i]], paired.slots[pv[1][i]]
+		return &a.slots[0][0] == &b.slots[0][0] || &a.slots[1][0] == &b.slots[1][0]
+	}
+	for step, pair := range []bool{true, true, false, true, false, false, true} {
+		terms := make([]gradTerms, len(sizes))
+		other := make([]gradTerms, len(sizes))
+		for i, n := range sizes {
+			g0, g1 := make([]float32, n), make([]float32, n)
+			for j := range n {
+				g0[j], g1[j] = rng.Float32()-0.5, rng.Float32()-0.5
+			}
+			terms[i] = gradTerms{g0, g1}
+			other[i] = gradTerms{slices.Clone(g0), slices.Clone(g1)}
+		}
+		before := mirroredPairSteps.Load()
+		second := other // the same values in other memory: each copy on its own
+		if pair {
+			second = terms
+		}
+		if err := paired.applyTerms([][]gradTerms{terms, second}, pv); err != nil {
+			t.Fatal(err)
+		}
+		if got := mirroredPairSteps.Load() - before; got != map[bool]int64{true: 1, false: 0}[pair] {
+			t.Fatalf("step %d (pair %v): %d pair updates", step, pair, got)
+		}
+		if err := own.applyTerms([][]gradTerms{terms, other}, ov); err != nil {
+			t.Fatal(err)
+		}
+		for i, n := range sizes {
+			if want := pair && n >= mirroredMin; shares(i) != want {
+				t.Fatalf("step %d (pair %v), variable of %d: copies share slots %v, want %v", step, pair, n, shares(i), want)
+			}
+			for r := range 2 {
+				got, want := pv[r][i].Value().Data(), ov[r][i].Value().Data()
+				for j := range want {
+					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+						t.Fatalf("step %d (pair %v), copy %d, variable of %d: element %d is %v, its own update gives %v", step, pair, r, n, j, got[j], want[j])
+					}
+				}
+				for k, s := range own.slots[ov[r][i]].slots {
+					g := paired.slots[pv[r][i]].slots[k]
+					for j := range s {
+						if math.Float32bits(g[j]) != math.Float32bits(s[j]) {
+							t.Fatalf("step %d (pair %v), copy %d, variable of %d: slot %d element %d is %v, its own update gives %v", step, pair, r, n, k, j, g[j], s[j])
+						}
+					}
+				}
+			}
+		}
+	}
+}

@@ -36,6 +36,20 @@ type Optimizer struct {
 type slotState struct {
 	t     int64
 	slots [][]float32
+	// borrowed: slots are another replica's copy's slots, shared while the two copies are
+	// updated as a mirrored pair (runMirroredPair); unshare gives the state its own again.
+	borrowed bool
+}
+
+// unshare gives st slots of its own (a copy of the values) if it borrowed another state's.
+func (st *slotState) unshare() {
+	if !st.borrowed {
+		return
+	}
+	for k, s := range st.slots {
+		st.slots[k] = append([]float32(nil), s...)
+	}
+	st.borrowed = false
 }
 
 type hyper struct {
@@ -367,16 +381,22 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 			u.v.UpdateData(func(w []float32) { spec.ApplyTerms(w, u.g, u.st.slots, u.st.t) })
 		}
 	}
-	if len(ups) == 1 {
-		apply(ups[0])
-		return nil
-	}
 	if len(ups) == 2 && mirroredPair(ups[0], ups[1]) {
 		// Two replicas' copies of the same variables, updated with the same terms from the
 		// same state: each goroutine runs the rule over half of every large variable once
 		// and leaves the result in both copies (optim.Spec.ApplyTermsMirrored), instead of
 		// each running it over all of its own copy.
 		mirroredPairSteps.Add(1)
+		// The two copies' slots hold the same values, and the pair's update writes the same
+		// values into both: the second copy of a large variable borrows the first's slots
+		// (one copy of Adam's moments read and written instead of two), until a step that
+		// does not update the copies as a pair gives it its own again (unshare).
+		for i, u := range ups[1] {
+			if u.v.Size() >= mirroredMin && !u.st.borrowed {
+				copy(u.st.slots, ups[0][i].st.slots)
+				u.st.borrowed = true
+			}
+		}
 		return runMirroredPair(len(ups[0]), func(r, i int) (*tensor.Variable, int) { return ups[r][i].v, ups[r][i].v.Size() },
 			func(r, i int, w []float32) { // a small variable: each copy on its own
 				u := ups[r][i]
@@ -388,6 +408,15 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 				spec := u.rule(o.spec)
 				spec.ApplyTermsMirrored(w[lo:hi], other[lo:hi], subTerms(u.g, lo, hi), subTerms(u.st.slots, lo, hi), subTerms(o2.st.slots, lo, hi), u.st.t)
 			})
+	}
+	for _, us := range ups {
+		for _, u := range us {
+			u.st.unshare()
+		}
+	}
+	if len(ups) == 1 {
+		apply(ups[0])
+		return nil
 	}
 	var wg sync.WaitGroup
 	for _, us := range ups {
