@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"fmt"
 	"math"
 	"math/rand"
 	"slices"
@@ -28,21 +29,8 @@ func TestMirroredPairUpdateIsEachCopysOwn(t *testing.T) {
 		return x
 	}
 	sizes := []int{10, mirroredMin - 1, mirroredMin, 5408*64 + 7}
-	copies := func() [][]*tensor.Variable {
-		vars := make([][]*tensor.Variable, 2)
-		for r := range vars {
-			for i, n := range sizes {
-				init := tensor.MustNew([]int{n}, make([]float32, n))
-				for j := range init.Data() {
-					init.Data()[j] = float32(math.Sin(float64(i*1000 + j)))
-				}
-				vars[r] = append(vars[r], tensor.NewVariable("v", init, true))
-			}
-		}
-		return vars
-	}
 	paired, own := Adam(1e-3), Adam(1e-3)
-	pv, ov := copies(), copies()
+	pv, ov := replicaCopies(sizes), replicaCopies(sizes)
 	for step := 0; step < 3; step++ {
 		shared := make([]gradTerms, len(sizes))
 		cloned := make([]gradTerms, len(sizes))
@@ -64,20 +52,44 @@ func TestMirroredPairUpdateIsEachCopysOwn(t *testing.T) {
 		if mirroredPairSteps.Load() != before+1 {
 			t.Fatal("terms in different memory were updated as a pair")
 		}
-		for r := range 2 {
-			for i := range sizes {
-				got, want := pv[r][i].Value().Data(), ov[r][i].Value().Data()
-				for j := range want {
-					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("step %d, copy %d, variable of %d: element %d is %v, its own update gives %v", step, r, sizes[i], j, got[j], want[j])
-					}
+		sameUpdates(t, fmt.Sprintf("step %d", step), paired, own, pv, ov)
+	}
+}
+
+// replicaCopies returns two replicas' copies (by replica) of variables of the given sizes,
+// the same values in both.
+func replicaCopies(sizes []int) [][]*tensor.Variable {
+	vars := make([][]*tensor.Variable, 2)
+	for r := range vars {
+		for i, n := range sizes {
+			init := tensor.MustNew([]int{n}, make([]float32, n))
+			for j := range init.Data() {
+				init.Data()[j] = float32(math.Sin(float64(i*1000 + j)))
+			}
+			vars[r] = append(vars[r], tensor.NewVariable("v", init, true))
+		}
+	}
+	return vars
+}
+
+// sameUpdates fails t unless every copy in pv and its slots in paired hold, bit for bit,
+// what the same copy in ov and its slots in own hold.
+func sameUpdates(t *testing.T, at string, paired, own *Optimizer, pv, ov [][]*tensor.Variable) {
+	t.Helper()
+	for r := range ov {
+		for i := range ov[r] {
+			n := ov[r][i].Size()
+			got, want := pv[r][i].Value().Data(), ov[r][i].Value().Data()
+			for j := range want {
+				if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
+					t.Fatalf("%s, copy %d, variable of %d: element %d is %v, its own update gives %v", at, r, n, j, got[j], want[j])
 				}
-				for k, s := range own.slots[ov[r][i]].slots {
-					g := paired.slots[pv[r][i]].slots[k]
-					for j := range s {
-						if math.Float32bits(g[j]) != math.Float32bits(s[j]) {
-							t.Fatalf("step %d, copy %d, variable of %d: slot %d element %d is %v, its own update gives %v", step, r, sizes[i], k, j, g[j], s[j])
-						}
+			}
+			for k, s := range own.slots[ov[r][i]].slots {
+				g := paired.slots[pv[r][i]].slots[k]
+				for j := range s {
+					if math.Float32bits(g[j]) != math.Float32bits(s[j]) {
+						t.Fatalf("%s, copy %d, variable of %d: slot %d element %d is %v, its own update gives %v", at, r, n, k, j, g[j], s[j])
 					}
 				}
 			}
@@ -122,21 +134,8 @@ func TestMirroredPairPanicFailsTheStep(t *testing.T) {
 // of copies always updated on their own, bit for bit.
 func TestMirroredPairBorrowsSlotsUntilAStepIsNot(t *testing.T) {
 	sizes := []int{100, mirroredMin + 3}
-	copies := func() [][]*tensor.Variable {
-		vars := make([][]*tensor.Variable, 2)
-		for r := range vars {
-			for i, n := range sizes {
-				init := tensor.MustNew([]int{n}, make([]float32, n))
-				for j := range init.Data() {
-					init.Data()[j] = float32(math.Cos(float64(i*100 + j)))
-				}
-				vars[r] = append(vars[r], tensor.NewVariable("v", init, true))
-			}
-		}
-		return vars
-	}
 	paired, own := Adam(1e-2), Adam(1e-2)
-	pv, ov := copies(), copies()
+	pv, ov := replicaCopies(sizes), replicaCopies(sizes)
 	rng := rand.New(rand.NewSource(5))
 	shares := func(i int) bool {
 		a, b := paired.slots[pv[0][i]], paired.slots[pv[1][i]]
@@ -171,22 +170,7 @@ func TestMirroredPairBorrowsSlotsUntilAStepIsNot(t *testing.T) {
 			if want := pair && n >= mirroredMin; shares(i) != want {
 				t.Fatalf("step %d (pair %v), variable of %d: copies share slots %v, want %v", step, pair, n, shares(i), want)
 			}
-			for r := range 2 {
-				got, want := pv[r][i].Value().Data(), ov[r][i].Value().Data()
-				for j := range want {
-					if math.Float32bits(got[j]) != math.Float32bits(want[j]) {
-						t.Fatalf("step %d (pair %v), copy %d, variable of %d: element %d is %v, its own update gives %v", step, pair, r, n, j, got[j], want[j])
-					}
-				}
-				for k, s := range own.slots[ov[r][i]].slots {
-					g := paired.slots[pv[r][i]].slots[k]
-					for j := range s {
-						if math.Float32bits(g[j]) != math.Float32bits(s[j]) {
-							t.Fatalf("step %d (pair %v), copy %d, variable of %d: slot %d element %d is %v, its own update gives %v", step, pair, r, n, k, j, g[j], s[j])
-						}
-					}
-				}
-			}
 		}
+		sameUpdates(t, fmt.Sprintf("step %d (pair %v)", step, pair), paired, own, pv, ov)
 	}
 }
