@@ -41,6 +41,12 @@ type slotState struct {
 	borrowed bool
 }
 
+// borrow makes from's slots st's too (st's own, if any, are dropped).
+func (st *slotState) borrow(from *slotState) {
+	copy(st.slots, from.slots)
+	st.borrowed = true
+}
+
 // unshare gives st slots of its own (a copy of the values) if it borrowed another state's.
 func (st *slotState) unshare() {
 	if !st.borrowed {
@@ -392,9 +398,8 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 		// (one copy of Adam's moments read and written instead of two), until a step that
 		// does not update the copies as a pair gives it its own again (unshare).
 		for i, u := range ups[1] {
-			if u.v.Size() >= mirroredMin && !u.st.borrowed {
-				copy(u.st.slots, ups[0][i].st.slots)
-				u.st.borrowed = true
+			if u.v.Size() >= mirroredMin {
+				u.st.borrow(ups[0][i].st)
 			}
 		}
 		return runMirroredPair(len(ups[0]), func(r, i int) (*tensor.Variable, int) { return ups[r][i].v, ups[r][i].v.Size() },
