@@ -60,18 +60,20 @@ func chaseNS(next []int64, loads, reps int) float64 {
 // cacheSizes are the working sets measured, MiB.
 var cacheSizes = []int{1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32, 64}
 
-// cacheLatencies measures the load latency (ns) at each of cacheSizes on CPU 0, alone or,
-// with busy, while CPU 1 chases a chain of the same size of its own (as two workers on two
-// cores share the last-level cache). ok is false where threads cannot be bound to CPUs 0
-// and 1 (then both run unbound, and busy only says that another thread chases meanwhile).
+// cacheLatencies measures the load latency (ns) at each of cacheSizes on the first CPU the
+// process may use ("CPU 0"), alone or, with busy, while the second ("CPU 1") chases a chain
+// of the same size of its own (as two workers on two cores share the last-level cache). ok
+// is false where threads cannot be bound to those CPUs (then both run unbound, and busy
+// only says that another thread chases meanwhile). Every thread bound here gets the
+// process's CPUs back before it is unlocked.
 func cacheLatencies(busy bool, reps int) (ns []float64, ok bool) {
 	if busy && runtime.GOMAXPROCS(0) < 2 {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(2)) // the two chains run at once
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	ok = pinThread(0)
-	defer unpinThread()
+	restore, ok := pinThread(0)
+	defer restore()
 	for _, mib := range cacheSizes {
 		next := newChain(mib, uint64(mib))
 		loads := 1 << 20
@@ -82,7 +84,8 @@ func cacheLatencies(busy bool, reps int) (ns []float64, ok bool) {
 			go func() {
 				runtime.LockOSThread()
 				defer runtime.UnlockOSThread()
-				pinned := pinThread(1)
+				restore, pinned := pinThread(1)
+				defer restore()
 				p := int64(0)
 				for !stop.Load() {
 					p = chase(other, p, 1<<16)

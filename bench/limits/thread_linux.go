@@ -1,8 +1,8 @@
 package main
 
 import (
-	"runtime"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -19,19 +19,32 @@ func threadCPU() time.Duration {
 
 const cpuClock = "thread CPU time"
 
-// pinThread binds the calling OS thread (lock the goroutine to it first) to CPU cpu; false
-// where the CPU is not there or binding is refused.
-func pinThread(cpu int) bool {
-	var set unix.CPUSet
-	set.Set(cpu)
-	return unix.SchedSetaffinity(0, &set) == nil
-}
-
-// unpinThread lets the calling OS thread run on every CPU again.
-func unpinThread() {
-	var set unix.CPUSet
-	for c := range runtime.NumCPU() {
-		set.Set(c)
+// allowed is the CPU set the process started with.
+var allowed = func() (set unix.CPUSet) {
+	if unix.SchedGetaffinity(0, &set) != nil {
+		set.Zero()
 	}
-	_ = unix.SchedSetaffinity(0, &set)
+	return set
+}()
+
+// pinThread binds the calling OS thread (lock the goroutine to it first) to the i-th CPU the
+// process may run on, and returns restore, which gives the thread that set back (call it
+// before unlocking); ok is false where there is no such CPU or binding is refused.
+func pinThread(i int) (restore func(), ok bool) {
+	for c := 0; c < 8*int(unsafe.Sizeof(allowed)); c++ {
+		if !allowed.IsSet(c) {
+			continue
+		}
+		if i > 0 {
+			i--
+			continue
+		}
+		var set unix.CPUSet
+		set.Set(c)
+		if unix.SchedSetaffinity(0, &set) != nil {
+			return func() {}, false
+		}
+		return func() { _ = unix.SchedSetaffinity(0, &allowed) }, true
+	}
+	return func() {}, false
 }

@@ -12,6 +12,4 @@ func threadCPU() time.Duration { return time.Since(start) }
 const cpuClock = "wall time"
 
 // pinThread cannot bind threads here: the cache figure is measured unbound.
-func pinThread(int) bool { return false }
-
-func unpinThread() {}
+func pinThread(int) (restore func(), ok bool) { return func() {}, false }
