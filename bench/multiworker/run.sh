@@ -31,9 +31,9 @@
 # fraction of their summed throughput (DDP's ranks are not pinned: torch.multiprocessing
 # starts them as they are).
 #
-# The bound depends on the data: a one-worker process runs its steps 7-13% faster on the
-# 16 batches of the peer's synthetic data (3 MB, partly held by the caches) than on 256
-# (51 MB; the caches here hold 3-6 MiB a core: the limit printed first), and a worker of two
+# The bound depends on the data: a one-worker process ran its steps 7-13% faster on the
+# 16 batches of the peer's synthetic data (3 MB) than on 256 (51 MB) in 150-step windows
+# (bench/RESULTS.md; the caches here keep 3-12 MiB a core: the limit printed first), and a worker of two
 # holds twice a solo's data (it shards the global dataset). Each round therefore also runs
 # the pair and the 2 workers on BIG batches a worker (default 256), as real data is, and
 # prints that fraction of the bound beside the one on the peer's data.
