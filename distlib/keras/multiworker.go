@@ -251,11 +251,15 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	b := m.mw.bucketer
 	ctx, cancel := context.WithTimeout(ctx, bs.ExtendedTimeout())
 	defer cancel()
-	// The gradients are computed into their places in the buckets (tape.GradientInto: the
-	// dense layers write their kernel gradients there directly, the tape copies the others
-	// in): no fresh buffers (2.8 MB less garbage per step for the peer CNN, so fewer
-	// collections, which stall one worker and so both) and no copies into the buckets.
-	// Values elsewhere (the batch statistics) are copied in by Add. When the workers share
+	// The gradients are computed into their places in the buckets (the dense layers write
+	// their kernel gradients there directly, the tape copies the others in): no fresh
+	// buffers (2.8 MB less garbage per step for the peer CNN, so fewer collections, which
+	// stall one worker and so both) and no copies into the buckets. Values elsewhere (the
+	// batch statistics) are copied in by Add. The tape writes the buckets with streaming
+	// stores (GradientIntoStreaming): they alternate between two buffers from step to step,
+	// so the one written lies in memory, and reading it into the caches first made the dense
+	// kernel gradient of the peer CNN 40-80% slower in a worker than in a one-worker process
+	// (bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). When the workers share
 	// memory, the optimizer reads every worker's gradients where they lie and sums them as
 	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
 	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-26 23:22").
@@ -434,7 +438,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 		for j := range s.vars {
 			into[j] = buffer(s.index[j])
 		}
-		grads := tape.GradientInto(target, into, srcs...)
+		grads := tape.GradientIntoStreaming(target, into, srcs...)
 		for j, v := range s.vars {
 			gv := grads[j]
 			if gv == nil {

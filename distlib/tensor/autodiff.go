@@ -30,12 +30,29 @@ import (
 var ErrTape = errors.New("tensor: gradient tape")
 
 // backwardFunc maps the gradient of an op's output to the gradients of its inputs; need[i]
-// tells whether input i is tracked (others may be returned as nil). into, when not nil,
-// may hold for input i a buffer of its size (into[i] non-nil) where the function can write
-// that input's gradient in full and return a tensor on it: the caller's buffer given to
+// tells whether input i is tracked (others may be returned as nil). into may hold for
+// input i a buffer of its size (into.buf(i) non-nil) where the function can write that
+// input's gradient in full and return a tensor on it: the caller's buffer given to
 // GradientInto. A function that does not use it returns fresh tensors as always, and the
 // walk copies them there.
-type backwardFunc func(grad *Tensor, need []bool, into [][]float32) []*Tensor
+type backwardFunc func(grad *Tensor, need []bool, into gradDest) []*Tensor
+
+// gradDest is what a backward function may write its inputs' gradients into: the
+// caller's buffers of GradientInto by input (bufs, nil when there are none), and whether
+// they are handed over once the walk returns (stream: GradientIntoStreaming), so that a
+// kernel computing a gradient there writes it with streaming stores (sgemmStreamed).
+type gradDest struct {
+	bufs   [][]float32
+	stream bool
+}
+
+// buf returns the buffer for input i, or nil.
+func (d gradDest) buf(i int) []float32 {
+	if i < len(d.bufs) {
+		return d.bufs[i]
+	}
+	return nil
+}
 
 // tracked reports whether any input carries a gradient record.
 func tracked(ins ...*Tensor) bool {
@@ -100,7 +117,7 @@ func (tp *GradientTape) Watch(xs ...any) {
 func (tp *GradientTape) Gradient(target *Tensor, sources ...any) []*Tensor {
 	srcs := tp.begin("Gradient", target, sources)
 	tp.used = true
-	return gradients(target, srcs, nil, !tp.persistent)
+	return gradients(target, srcs, nil, false, !tp.persistent)
 }
 
 // begin checks a Gradient or GradientInto call (op) and returns its flattened sources.
@@ -125,9 +142,31 @@ func (tp *GradientTape) begin(op string, target *Tensor, sources []any) []any {
 // the source, when into has the wrong length or a buffer the wrong size, and as Gradient
 // does.
 func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources ...any) []*Tensor {
-	srcs := tp.begin("GradientInto", target, sources)
+	return tp.gradientInto("GradientInto", target, into, false, sources)
+}
+
+// GradientIntoStreaming is GradientInto for buffers that are handed over once it returns
+// rather than read back at once: an all-reduce's buckets, which the optimizer reads after
+// the rest of the backward pass and other workers read from their cores. An op that
+// computes a large gradient there directly (Dense's kernel gradient, on a CPU with
+// AVX-512) writes it with streaming stores, which send the lines to memory without first
+// reading their old contents into the caches: a buffer last written a step or more ago
+// lies in memory, and reading it in cost a worker of the peer CNN (a 1.4 MB kernel
+// gradient into buffers that alternate between steps) about a third of that product's
+// time (bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). The gradients are
+// GradientInto's to the bit. For buffers read back at once (a training loop that keeps one
+// set from step to step and applies it next) use GradientInto: there the lines are still
+// in the caches, and streaming stores would evict them.
+func (tp *GradientTape) GradientIntoStreaming(target *Tensor, into [][]float32, sources ...any) []*Tensor {
+	return tp.gradientInto("GradientIntoStreaming", target, into, true, sources)
+}
+
+// gradientInto is GradientInto (op names the method in errors) with stream as
+// GradientIntoStreaming's.
+func (tp *GradientTape) gradientInto(op string, target *Tensor, into [][]float32, stream bool, sources []any) []*Tensor {
+	srcs := tp.begin(op, target, sources)
 	if len(into) != len(srcs) {
-		panic(fmt.Errorf("%w: GradientInto has %d buffers for %d sources; give one per source (nil for a fresh tensor)", ErrTape, len(into), len(srcs)))
+		panic(fmt.Errorf("%w: %s has %d buffers for %d sources; give one per source (nil for a fresh tensor)", ErrTape, op, len(into), len(srcs)))
 	}
 	for i, b := range into {
 		var n int
@@ -138,11 +177,11 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 			n = v.Size()
 		}
 		if b != nil && len(b) != n {
-			panic(fmt.Errorf("%w: GradientInto buffer %d has %d values, source %d has %d", ErrTape, i, len(b), i, n))
+			panic(fmt.Errorf("%w: %s buffer %d has %d values, source %d has %d", ErrTape, op, i, len(b), i, n))
 		}
 	}
 	tp.used = true
-	return gradients(target, srcs, into, !tp.persistent)
+	return gradients(target, srcs, into, stream, !tp.persistent)
 }
 
 func flattenSources(op string, xs []any) []any {
@@ -176,8 +215,9 @@ func flattenSources(op string, xs []any) []any {
 }
 
 // gradients runs reverse-mode accumulation from target; into (nil, or one entry per source)
-// holds the buffers of GradientInto.
-func gradients(target *Tensor, srcs []any, into [][]float32, release bool) []*Tensor {
+// holds the buffers of GradientInto, stream says they are handed over
+// (GradientIntoStreaming).
+func gradients(target *Tensor, srcs []any, into [][]float32, stream, release bool) []*Tensor {
 	// Topological order of tracked tensors reachable from target (iterative DFS).
 	var order []*Tensor
 	seen := map[*Tensor]bool{}
@@ -230,7 +270,7 @@ func gradients(target *Tensor, srcs []any, into [][]float32, release bool) []*Te
 				in[j] = b
 			}
 		}
-		gs := n.backward(g, need, in)
+		gs := n.backward(g, need, gradDest{bufs: in, stream: stream})
 		for j, in := range n.inputs {
 			if !need[j] || gs[j] == nil {
 				continue

@@ -159,7 +159,7 @@ func Conv2D(x, k *Tensor, stride int, padding string) *Tensor {
 	im2col(x.data, g, *colBuf)
 	sgemm(threads, false, false, rows, o, kc, 1, *colBuf, kc, k.data, o, 0, out.data, o)
 	packPool.Put(colBuf)
-	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ gradDest) []*Tensor {
 		var gx, gk *Tensor
 		if need[1] {
 			gk = newOn(gr.device, k.Shape())
@@ -267,7 +267,7 @@ func fusedConv2D(r *Reuse, x, k, b *Tensor, stride int, padding string, relu boo
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ gradDest) []*Tensor {
 		res := make([]*Tensor, len(ins))
 		needX, needK, needB := need[0], need[1], b != nil && need[2]
 		if needX {
@@ -486,7 +486,7 @@ func maxPool2D(r *Reuse, x *Tensor, size, stride int, padding string) *Tensor {
 		out := &Tensor{shape: []int{g.n, g.oh, g.ow, g.c}, data: r.floats(reuseOut, n), device: dev}
 		code := r.bytes(n)
 		maxPool2x2(x.data, g, out.data, code)
-		return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
+		return record(out, func(gr *Tensor, _ []bool, _ gradDest) []*Tensor {
 			gx := newOn(gr.device, x.Shape())
 			maxPool2x2Grad(gr.data, code, g, gx.data)
 			return []*Tensor{gx}
@@ -495,7 +495,7 @@ func maxPool2D(r *Reuse, x *Tensor, size, stride int, padding string) *Tensor {
 	out := newOn(dev, []int{g.n, g.oh, g.ow, g.c})
 	arg := make([]int32, len(out.data))
 	maxPoolRaw(x.data, g, out.data, arg)
-	return record(out, func(gr *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(gr *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gx := newOn(gr.device, x.Shape())
 		for i, a := range arg {
 			gx.data[a] += gr.data[i]
@@ -700,7 +700,7 @@ func ConvReLUMaxPool2DReusing(r *Reuse, x, k, b *Tensor) *Tensor {
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(gr *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(gr *Tensor, need []bool, _ gradDest) []*Tensor {
 		res := make([]*Tensor, len(ins))
 		needK, needB := need[1], b != nil && need[2]
 		if !needK && !needB {

@@ -202,7 +202,7 @@ func binary(code int, a, b *Tensor) *Tensor {
 	if !tracked(a, b) || code == opEq {
 		return out
 	}
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		var ga, gb *Tensor
 		switch code {
 		case opAdd:
@@ -316,7 +316,7 @@ func unary(op string, t *Tensor, f func(float32) float32, df func(x, y, g float3
 	if !tracked(t) {
 		return out
 	}
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		for i := range gi.data {
 			gi.data[i] = df(t.data[i], out.data[i], g.data[i])
@@ -372,7 +372,7 @@ func ReLU(t *Tensor) *Tensor {
 	dev := place("Relu", t)
 	out := newOn(dev, t.Shape())
 	reluTo(out.data, t.data)
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		reluGrad(gi.data, g.data, out.data)
 		return []*Tensor{gi}

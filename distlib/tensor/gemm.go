@@ -39,6 +39,9 @@ type microKernel struct {
 	// read), overwrite as store: sgemmBlocked then reads full strips of A and of a
 	// row-major B where they lie instead of packing them.
 	inPlace func(kc int, a []float32, ars, aps int, b []float32, bs int, alpha float32, c []float32, ldc, rows, cols int, overwrite bool)
+	// fence, when set, orders the kernel's streaming stores before the caller's later
+	// stores (a kernel that writes some tiles with streaming stores: streamKernel).
+	fence func()
 }
 
 var goKernel = microKernel{mr: 4, nr: 4, fn: kernel4x4}
@@ -54,12 +57,46 @@ var activeKernel = goKernel
 // sgemmImpl is the kernel in use; set by the openblas build to cblas_sgemm.
 var sgemmImpl = sgemmGo
 
+// streamKernel is activeKernel writing the tiles of a beta-0 product with streaming
+// stores where it can (init in gemm_amd64.go sets it with AVX-512); the zero value (no
+// fn) where there is none.
+var streamKernel microKernel
+
 // gemmThreads bounds the goroutines one sgemm call may use (the device's share of cores).
 func sgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
 	defer device.AcquireOpSlot()() // the inter-op limit
+	sgemmRows(threads, sgemmImpl, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemmStreamed is sgemm with beta 0 for a product handed over rather than read back at
+// once (a gradient computed into an all-reduce's bucket, read by the optimizer after the
+// rest of the backward pass and by the other workers): with a kernel that has streaming
+// stores (AVX-512), its full aligned tiles go to memory without their old contents first
+// being read into the caches, which a buffer untouched since an earlier step costs. The
+// values are sgemm's to the bit. Where there is no such kernel (no AVX-512, the purego or
+// the openblas build), it is sgemm.
+func sgemmStreamed(threads int, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	sk := streamKernel
+	if sk.fn == nil {
+		sgemm(threads, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+		return
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	defer device.AcquireOpSlot()()
+	sgemmRows(threads, func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+		sgemmBlocked(sk, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		sk.fence() // each goroutine's own stores
+	}, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
+}
+
+// sgemmRows runs impl on the whole product, or on row blocks of C in up to threads
+// goroutines when the product is large enough to pay for them.
+func sgemmRows(threads int, impl func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int), transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if threads > 1 && m >= 16*threads && m*n*k >= 1<<18 {
 		parallelRows(threads, m, func(r0, r1 int) {
 			var aa []float32
@@ -68,11 +105,11 @@ func sgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []flo
 			} else {
 				aa = a[r0*lda:]
 			}
-			sgemmImpl(transA, transB, r1-r0, n, k, alpha, aa, lda, b, ldb, beta, c[r0*ldc:], ldc)
+			impl(transA, transB, r1-r0, n, k, alpha, aa, lda, b, ldb, beta, c[r0*ldc:], ldc)
 		})
 		return
 	}
-	sgemmImpl(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	impl(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
 // parallelRows splits [0, m) into up to threads contiguous ranges run in goroutines.

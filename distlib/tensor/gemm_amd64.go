@@ -2,7 +2,11 @@
 
 package tensor
 
-import "golang.org/x/sys/cpu"
+import (
+	"unsafe"
+
+	"golang.org/x/sys/cpu"
+)
 
 // kern6x16 is the AVX2/FMA micro-kernel of gemm_amd64.s.
 //
@@ -16,9 +20,17 @@ func kern6x16(kc int, a, b, c *float32, ldc int, alpha float32)
 //go:noescape
 func kern12x32(kc int, a *float32, ars, aps int, b *float32, bs int, c *float32, ldc int, alpha float32, rows int, mask, load uint64)
 
+// sfence orders the streaming stores of kern12x32 before later stores.
+//
+//go:noescape
+func sfence()
+
 var (
 	avx2Kernel   = microKernel{mr: 6, nr: 16, fn: kernelAVX2}
 	avx512Kernel = microKernel{mr: 12, nr: 32, fn: kernelAVX512, store: kernelAVX512Store, inPlace: kernelAVX512InPlace}
+	// avx512Stream is avx512Kernel writing the tiles of a beta-0 product with streaming
+	// stores where it can (kernelAVX512Stream); sgemmStreamed uses it.
+	avx512Stream = microKernel{mr: 12, nr: 32, fn: kernelAVX512, store: kernelAVX512Store, inPlace: kernelAVX512Stream, fence: sfence}
 	hasAVX2      = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	hasAVX512    = cpu.X86.HasAVX512F
 )
@@ -29,10 +41,12 @@ func init() {
 	}
 	if hasAVX512 {
 		cpuKernels["avx512"] = avx512Kernel
+		cpuKernels["avx512-stream"] = avx512Stream
 	}
 	switch {
 	case hasAVX512:
 		activeKernel = avx512Kernel
+		streamKernel = avx512Stream
 		kernelName = "go-avx512"
 	case hasAVX2:
 		activeKernel = avx2Kernel
@@ -84,6 +98,20 @@ func kernelAVX512InPlace(kc int, a []float32, ars, aps int, b []float32, bs int,
 	kern12x32(kc, &a[0], ars, aps, &b[0], bs, &c[0], ldc, alpha, min(rows, 12), mask, load)
 }
 
+// kernelAVX512Stream is kernelAVX512InPlace writing a tile of all 32 columns whose rows
+// start 64-byte aligned (C and ldc aligned) with streaming stores when it overwrites C;
+// other tiles, and tiles that add into C, go through kernelAVX512InPlace.
+func kernelAVX512Stream(kc int, a []float32, ars, aps int, b []float32, bs int, alpha float32, c []float32, ldc, rows, cols int, overwrite bool) {
+	if !overwrite || kc == 0 || rows <= 0 || !streamsTile(c, ldc, cols) {
+		kernelAVX512InPlace(kc, a, ars, aps, b, bs, alpha, c, ldc, rows, cols, overwrite)
+		return
+	}
+	_ = a[11*ars+(kc-1)*aps]
+	_ = b[(kc-1)*bs+31]
+	_ = c[(rows-1)*ldc+31]
+	kern12x32(kc, &a[0], ars, aps, &b[0], bs, &c[0], ldc, alpha, min(rows, 12), 1<<32-1, 1<<63)
+}
+
 // kernelAVX512 runs the AVX-512 micro-kernel on packed strips.
 func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
 	kernelAVX512InPlace(kc, ap, 1, 12, bp, 32, alpha, c, ldc, rows, cols, false)
@@ -92,4 +120,11 @@ func kernelAVX512(kc int, ap, bp []float32, alpha float32, c []float32, ldc, row
 // kernelAVX512Store is kernelAVX512 writing C = alpha*A*B without reading C.
 func kernelAVX512Store(kc int, ap, bp []float32, alpha float32, c []float32, ldc, rows, cols int) {
 	kernelAVX512InPlace(kc, ap, 1, 12, bp, 32, alpha, c, ldc, rows, cols, true)
+}
+
+// streamsTile reports whether kernelAVX512Stream writes a tile of cols columns at c (rows
+// ldc apart) with streaming stores when it overwrites it: all 32 columns, every row
+// 64-byte aligned.
+func streamsTile(c []float32, ldc, cols int) bool {
+	return cols == 32 && ldc%16 == 0 && len(c) > 0 && uintptr(unsafe.Pointer(&c[0]))%64 == 0
 }

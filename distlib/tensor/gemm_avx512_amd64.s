@@ -19,6 +19,18 @@
 	VMOVUPS     Z27, K1, (DX); \
 	VMOVUPS     Z28, K2, 64(DX)
 
+// C_ROW_STREAM writes one row of C at DX, all 32 columns, as C_ROW with load clear does
+// (alpha times the accumulators, fused with an add of zero, so that the values are the
+// same to the bit), but with streaming stores: the two lines (DX 64-byte aligned) go to
+// memory without first being read into the caches.
+#define C_ROW_STREAM(c0, c1) \
+	VPXORD      Z27, Z27, Z27; \
+	VPXORD      Z28, Z28, Z28; \
+	VFMADD231PS c0, Z26, Z27; \
+	VFMADD231PS c1, Z26, Z28; \
+	VMOVNTPS    Z27, (DX); \
+	VMOVNTPS    Z28, 64(DX)
+
 // C_NEXT ends the kernel after the last row asked for (R9 rows left), else moves DX to the
 // next row of C.
 #define C_NEXT \
@@ -33,7 +45,10 @@
 // aps lda; a row-major B: bs ldb) alike. The columns written are those set in mask (bits
 // 0-15: columns 0-15, bits 16-31: 16-31); C is read where load has the bits set (load =
 // mask: C += ...; load = 0: C = alpha*A*B, C not read: a beta-0 product needs no clearing
-// pass first). Masked loads and stores never touch the columns past the mask. All 12 rows
+// pass first). Masked loads and stores never touch the columns past the mask. Bit 63 of
+// load set (the other bits of load clear, mask all 32 columns, c and every row of C
+// 64-byte aligned) writes C = alpha*A*B with streaming stores instead (C_ROW_STREAM); the
+// caller fences them (sfence) before another core reads C. All 12 rows
 // of A and all 32 columns of B are read (the caller pads edge strips). Needs AVX-512F;
 // kc >= 1, 1 <= rows <= 12. Z0-Z23 hold the 12 x 32 accumulators (row i in Z(2i),
 // Z(2i+1)); each A value is broadcast once into one of Z26-Z31 for its two FMAs, so a step
@@ -116,6 +131,9 @@ loop:
 	JNZ  loop
 
 	VBROADCASTSS alpha+64(FP), Z26
+	MOVQ load+88(FP), CX
+	BTQ  $63, CX
+	JCS  stream
 	C_ROW(Z0, Z1)
 	C_NEXT
 	C_ROW(Z2, Z3)
@@ -142,4 +160,37 @@ loop:
 
 done:
 	VZEROUPPER
+	RET
+
+stream:
+	C_ROW_STREAM(Z0, Z1)
+	C_NEXT
+	C_ROW_STREAM(Z2, Z3)
+	C_NEXT
+	C_ROW_STREAM(Z4, Z5)
+	C_NEXT
+	C_ROW_STREAM(Z6, Z7)
+	C_NEXT
+	C_ROW_STREAM(Z8, Z9)
+	C_NEXT
+	C_ROW_STREAM(Z10, Z11)
+	C_NEXT
+	C_ROW_STREAM(Z12, Z13)
+	C_NEXT
+	C_ROW_STREAM(Z14, Z15)
+	C_NEXT
+	C_ROW_STREAM(Z16, Z17)
+	C_NEXT
+	C_ROW_STREAM(Z18, Z19)
+	C_NEXT
+	C_ROW_STREAM(Z20, Z21)
+	C_NEXT
+	C_ROW_STREAM(Z22, Z23)
+	JMP done
+
+// func sfence()
+// Orders this thread's streaming stores before its later stores (the all-reduce's signal
+// that a bucket is ready).
+TEXT ·sfence(SB), NOSPLIT, $0-0
+	SFENCE
 	RET

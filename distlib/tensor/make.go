@@ -75,9 +75,9 @@ func newGradOn(dev string, shape []int) *Tensor {
 // gradInto returns the tensor for the gradient of input i of a backward function: on the
 // caller's buffer into[i] when GradientInto gave one (not zeroed: the function writes it in
 // full), else a fresh zeroed tensor.
-func gradInto(into [][]float32, i int, dev string, shape []int) *Tensor {
-	if i < len(into) && into[i] != nil {
-		return &Tensor{shape: shape, data: into[i], device: dev}
+func gradInto(into gradDest, i int, dev string, shape []int) *Tensor {
+	if b := into.buf(i); b != nil {
+		return &Tensor{shape: shape, data: b, device: dev}
 	}
 	return newOn(dev, shape)
 }
@@ -287,7 +287,7 @@ func (t *Tensor) To(dev string) *Tensor {
 	full := device.MustResolve(dev)
 	out := &Tensor{shape: t.shape, data: t.data, device: full}
 	if t.node != nil {
-		out.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+		out.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 			return []*Tensor{g}
 		}}
 	}

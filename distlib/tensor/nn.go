@@ -47,6 +47,16 @@ func gemmOn(dev string, transA, transB bool, m, n, k int, a []float32, lda int, 
 	sgemm(threadsFor(dev), transA, transB, m, n, k, 1, a, lda, b, ldb, beta, c, ldc)
 }
 
+// gemmStreamedOn is gemmOn with beta 0 for a product handed over rather than read back at
+// once (sgemmStreamed); a device backend's kernels take it as gemmOn does.
+func gemmStreamedOn(dev string, transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if be, _ := device.BackendFor(dev); be != nil && be.Kernels() != nil {
+		gemmOn(dev, transA, transB, m, n, k, a, lda, b, ldb, 0, c, ldc)
+		return
+	}
+	sgemmStreamed(threadsFor(dev), transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+}
+
 // MatMul returns op(a) x op(b) for matrices, where op transposes when transA / transB is
 // set (without copying the operand).
 func MatMul(a, b *Tensor, transA, transB bool) *Tensor {
@@ -70,7 +80,7 @@ func MatMul(a, b *Tensor, transA, transB bool) *Tensor {
 	dev := place("MatMul", a)
 	out := newOn(dev, []int{m, n})
 	gemmOn(dev, transA, transB, m, n, ka, a.data, a.shape[1], b.data, b.shape[1], 0, out.data, n)
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		var ga, gb *Tensor
 		if need[0] {
 			ga = newOn(g.device, a.Shape())
@@ -109,7 +119,7 @@ func BiasAdd(x, b *Tensor) *Tensor {
 			dst[j] = src[j] + bv
 		}
 	}
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		var gb *Tensor
 		if need[1] {
 			gb = newOn(g.device, []int{c})
@@ -165,7 +175,7 @@ func Dense(x, w, b *Tensor, relu bool) *Tensor {
 	if b == nil {
 		ins = ins[:2]
 	}
-	return record(out, func(g *Tensor, need []bool, into [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, into gradDest) []*Tensor {
 		gz := g
 		if relu {
 			// gz is consumed here and never escapes: its storage comes from the pool.
@@ -182,7 +192,11 @@ func Dense(x, w, b *Tensor, relu bool) *Tensor {
 		}
 		if need[1] {
 			gw := gradInto(into, 1, g.device, w.Shape())
-			gemmOn(g.device, true, false, in, outN, n, x.data, in, gz.data, outN, 0, gw.data, outN)
+			if into.stream && into.buf(1) != nil {
+				gemmStreamedOn(g.device, true, false, in, outN, n, x.data, in, gz.data, outN, gw.data, outN)
+			} else {
+				gemmOn(g.device, true, false, in, outN, n, x.data, in, gz.data, outN, 0, gw.data, outN)
+			}
 			res[1] = gw
 		}
 		if b != nil && need[2] {
@@ -245,7 +259,7 @@ func Softmax(t *Tensor, axis int) *Tensor {
 	dev := place("Softmax", t)
 	out := newOn(dev, t.Shape())
 	softmaxRaw(t.data, out.data, outer, n, inner, false)
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		for o := 0; o < outer; o++ {
 			for in := 0; in < inner; in++ {
@@ -270,7 +284,7 @@ func LogSoftmax(t *Tensor, axis int) *Tensor {
 	dev := place("LogSoftmax", t)
 	out := newOn(dev, t.Shape())
 	softmaxRaw(t.data, out.data, outer, n, inner, true)
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gi := newOn(g.device, t.Shape())
 		for o := 0; o < outer; o++ {
 			for in := 0; in < inner; in++ {
@@ -319,7 +333,7 @@ func SparseSoftmaxCrossEntropyWithLogits(logits, labels *Tensor) *Tensor {
 	for i := 0; i < nb; i++ {
 		out.data[i] = -prob[i*c+cls[i]]
 	}
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		gl := newOn(g.device, logits.Shape())
 		for i := 0; i < nb; i++ {
 			gi := g.data[i]
@@ -350,7 +364,7 @@ func SigmoidCrossEntropyWithLogits(labels, logits *Tensor) *Tensor {
 		z := labels.data[i]
 		out.data[i] = max(x, 0) - x*z + float32(math.Log1p(math.Exp(-math.Abs(float64(x)))))
 	}
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gl := newOn(g.device, logits.Shape())
 		for i, x := range logits.data {
 			gl.data[i] = g.data[i] * (sigmoid(x) - labels.data[i])
@@ -380,7 +394,7 @@ func Dropout(x *Tensor, rate float32, seed uint64) *Tensor {
 			out.data[i] = v * scale
 		}
 	}
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		gi := newOn(g.device, x.Shape())
 		for i, m := range mask {
 			gi.data[i] = g.data[i] * m
@@ -439,7 +453,7 @@ func Gather(params, indices *Tensor) *Tensor {
 	for i, k := range idx {
 		copy(out.data[i*row:(i+1)*row], params.data[k*row:(k+1)*row])
 	}
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		if !need[0] {
 			return []*Tensor{nil, nil}
 		}

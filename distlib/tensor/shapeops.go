@@ -88,7 +88,7 @@ func Reshape(t *Tensor, shape ...int) *Tensor {
 	}
 	dev := place("Reshape", t)
 	out := &Tensor{shape: ns, data: t.data, device: dev}
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		return []*Tensor{{shape: t.Shape(), data: g.data, device: g.device}}
 	}, t)
 }
@@ -122,7 +122,7 @@ func Transpose(t *Tensor, perm ...int) *Tensor {
 	}
 	dev := place("Transpose", t)
 	out := transposeRaw(t, perm, dev)
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		inv := make([]int, r)
 		for i, p := range perm {
 			inv[p] = i
@@ -209,7 +209,7 @@ func Concat(axis int, ts ...*Tensor) *Tensor {
 		}
 		out = fromDense("ConcatV2", res, shape, dev)
 	}
-	return record(out, func(g *Tensor, need []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
 		return splitRaw(g, ax, sizes)
 	}, ts...)
 }
@@ -259,7 +259,7 @@ func Split(t *Tensor, num, axis int) []*Tensor {
 	// Each part's gradient goes back into its slot of t.
 	for i, p := range parts {
 		i := i
-		p.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+		p.node = &node{inputs: []*Tensor{t}, backward: func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 			pieces := make([]*Tensor, num)
 			for j := range pieces {
 				if j == i {
@@ -339,7 +339,7 @@ func ReduceSum(t *Tensor, axes ...int) *Tensor {
 	ax, keep, shape := reduceAxes("Sum", t, axes)
 	dev := place("Sum", t)
 	out := reduceSumRaw(t, ax, keep, shape, dev)
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		return []*Tensor{broadcastTo(&Tensor{shape: keep, data: g.data, device: g.device}, t.shape)}
 	}, t)
 }
@@ -421,7 +421,7 @@ func ReduceMax(t *Tensor, axes ...int) *Tensor {
 		}
 		out = fromDense("Max", cur, shape, dev)
 	}
-	return record(out, func(g *Tensor, _ []bool, _ [][]float32) []*Tensor {
+	return record(out, func(g *Tensor, _ []bool, _ gradDest) []*Tensor {
 		m := &Tensor{shape: keep, data: out.data, device: dev}
 		mask := binaryRaw(opEq, t, m, dev)
 		cnt := reduceSumRaw(mask, ax, keep, shape, dev)
