@@ -151,9 +151,9 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 // computes a large gradient there directly (Dense's kernel gradient, on a CPU with
 // AVX-512) writes it with streaming stores, which send the lines to memory without first
 // reading their old contents into the caches: a buffer last written a step or more ago
-// lies in memory, and reading it in cost a worker of the peer CNN (a 1.4 MB kernel
-// gradient into buffers that alternate between steps) about a third of that product's
-// time (bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). The gradients are
+// lies in memory, and reading it in made that product 1.2-1.8 times as long in a worker
+// of the peer CNN (a 1.4 MB kernel gradient into buckets that alternate between steps;
+// bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). The gradients are
 // GradientInto's to the bit. For buffers read back at once (a training loop that keeps one
 // set from step to step and applies it next) use GradientInto: there the lines are still
 // in the caches, and streaming stores would evict them.

@@ -55,7 +55,7 @@ func TestStreamingKernelTiles(t *testing.T) {
 func TestSgemmStreamedMatchesSgemm(t *testing.T) {
 	cases := []struct {
 		m, n, k, ldc, threads int
-		shift             int // C starts this many floats past a 64-byte boundary
+		shift                 int // C starts this many floats past a 64-byte boundary
 	}{
 		{5408, 64, 64, 64, 1, 0}, // the peer CNN's dense kernel gradient
 		{5408, 64, 64, 64, 2, 0},
