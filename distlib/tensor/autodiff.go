@@ -146,17 +146,18 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 }
 
 // GradientIntoStreaming is GradientInto for buffers that are handed over once it returns
-// rather than read back at once: an all-reduce's buckets, which the optimizer reads after
-// the rest of the backward pass and other workers read from their cores. An op that
-// computes a large gradient there directly (Dense's kernel gradient, on a CPU with
-// AVX-512) writes it with streaming stores, which send the lines to memory without first
-// reading their old contents into the caches: a buffer last written a step or more ago
-// lies in memory, and reading it in made that product 1.2-1.8 times as long in a worker
-// of the peer CNN (a 1.4 MB kernel gradient into buckets that alternate between steps;
-// bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). The gradients are
-// GradientInto's to the bit. For buffers read back at once (a training loop that keeps one
-// set from step to step and applies it next) use GradientInto: there the lines are still
-// in the caches, and streaming stores would evict them.
+// rather than read back at once by this core: an all-reduce's buckets, which the optimizer
+// reads after the rest of the backward pass and other workers read from their cores, or
+// replicas' gradients that an optimizer reads from every core. An op that computes a large
+// gradient there directly (Dense's kernel gradient, on a CPU with AVX-512) writes it with
+// streaming stores, which send the lines to memory without first reading their old
+// contents into this core's caches: a buffer last written a step or more ago lies in
+// memory or in another core's cache, and reading it in made that product 1.2-1.8 times as
+// long for the peer CNN (a 1.4 MB kernel gradient; bench/RESULTS.md, multiworker
+// "2026-11-29 01:40-03:00Z" and keras "2026-11-29 02:55-03:10Z"). The gradients are
+// GradientInto's to the bit. For buffers this core reads back at once (one training loop
+// that keeps one set from step to step and applies it next) use GradientInto: there the
+// lines are still in its caches, and streaming stores would evict them.
 func (tp *GradientTape) GradientIntoStreaming(target *Tensor, into [][]float32, sources ...any) []*Tensor {
 	return tp.gradientInto("GradientIntoStreaming", target, into, true, sources)
 }
