@@ -307,7 +307,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		// the other cores too, so the lines of a kept buffer sit in another core's cache
 		// when the next step writes it: streaming stores, which take the lines without
 		// reading them first, made the dense kernel gradient of the peer CNN 1.7x faster
-		// there and 2 replicas 1.04-1.12x (bench/RESULTS.md, keras "2026-11-29 02:55-03:10Z").
+		// there and 2 replicas 1.04-1.12x (bench/RESULTS.md, keras "2026-11-29 02:40-02:55Z").
 		// One replica's buffers are still in its own caches: ordinary stores.
 		into := tape.GradientInto
 		if local > 1 {

@@ -259,7 +259,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	// stores (GradientIntoStreaming): they alternate between two buffers from step to step,
 	// so the one written lies in memory, and reading it into the caches first made the dense
 	// kernel gradient of the peer CNN 20-80% slower in a worker than in a one-worker process
-	// (bench/RESULTS.md, multiworker "2026-11-29 01:40-03:00Z"). When the workers share
+	// (bench/RESULTS.md, multiworker "2026-11-29 01:40-02:15Z"). When the workers share
 	// memory, the optimizer reads every worker's gradients where they lie and sums them as
 	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
 	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-26 23:22").

@@ -154,7 +154,7 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 // contents into this core's caches: a buffer last written a step or more ago lies in
 // memory or in another core's cache, and reading it in made that product 1.2-1.8 times as
 // long for the peer CNN (a 1.4 MB kernel gradient; bench/RESULTS.md, multiworker
-// "2026-11-29 01:40-03:00Z" and keras "2026-11-29 02:55-03:10Z"). The gradients are
+// "2026-11-29 01:40-02:15Z" and keras "2026-11-29 02:40-02:55Z"). The gradients are
 // GradientInto's to the bit. For buffers this core reads back at once (one training loop
 // that keeps one set from step to step and applies it next) use GradientInto: there the
 // lines are still in its caches, and streaming stores would evict them.
