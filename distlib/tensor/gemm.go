@@ -62,12 +62,9 @@ var sgemmImpl = sgemmGo
 // fn) where there is none.
 var streamKernel microKernel
 
-// gemmThreads bounds the goroutines one sgemm call may use (the device's share of cores).
+// sgemm is C = alpha*op(A)*op(B) + beta*C with the kernel in use (sgemmImpl), in up to
+// threads goroutines (the device's share of cores).
 func sgemm(threads int, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if m == 0 || n == 0 {
-		return
-	}
-	defer device.AcquireOpSlot()() // the inter-op limit
 	sgemmRows(threads, sgemmImpl, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 }
 
@@ -84,10 +81,6 @@ func sgemmStreamed(threads int, transA, transB bool, m, n, k int, a []float32, l
 		sgemm(threads, transA, transB, m, n, k, 1, a, lda, b, ldb, 0, c, ldc)
 		return
 	}
-	if m == 0 || n == 0 {
-		return
-	}
-	defer device.AcquireOpSlot()()
 	sgemmRows(threads, func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 		sgemmBlocked(sk, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		sk.fence() // each goroutine's own stores
@@ -95,8 +88,12 @@ func sgemmStreamed(threads int, transA, transB bool, m, n, k int, a []float32, l
 }
 
 // sgemmRows runs impl on the whole product, or on row blocks of C in up to threads
-// goroutines when the product is large enough to pay for them.
+// goroutines when the product is large enough to pay for them, within the inter-op limit.
 func sgemmRows(threads int, impl func(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int), transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if m == 0 || n == 0 {
+		return
+	}
+	defer device.AcquireOpSlot()() // the inter-op limit
 	if threads > 1 && m >= 16*threads && m*n*k >= 1<<18 {
 		parallelRows(threads, m, func(r0, r1 int) {
 			var aa []float32
