@@ -21,3 +21,6 @@ func growPipe(r *os.File) {
 		_, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, capturePipeSize)
 	})
 }
+
+// redirectFD makes newfd a copy of oldfd (dup3: Linux has no dup2 on arm64).
+func redirectFD(oldfd, newfd int) error { return unix.Dup3(oldfd, newfd, 0) }

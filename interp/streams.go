@@ -54,7 +54,7 @@ func newStream(s *Session, name string, fd int, capture bool) (*stream, error) {
 			w.Close()
 			return nil, fmt.Errorf("interp: dup fd %d: %w", fd, err)
 		}
-		if err := syscall.Dup3(int(w.Fd()), fd, 0); err != nil {
+		if err := redirectFD(int(w.Fd()), fd); err != nil {
 			syscall.Close(saved)
 			r.Close()
 			w.Close()
@@ -183,7 +183,7 @@ func (st *stream) close() {
 		if st.fd == 2 {
 			_ = debug.SetCrashOutput(nil, debug.CrashOptions{})
 		}
-		_ = syscall.Dup3(st.savedFD, st.fd, 0)
+		_ = redirectFD(st.savedFD, st.fd)
 	}
 	_ = st.w.Close()
 	select {
