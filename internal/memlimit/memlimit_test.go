@@ -67,8 +67,8 @@ func TestCgroupV2Unlimited(t *testing.T) {
 
 func TestCgroupV1AtMountRoot(t *testing.T) {
 	fakeRoot(t, map[string]string{
-		"proc/meminfo":                                meminfo,
-		"proc/self/cgroup":                            "4:memory:/not/visible\n",
+		"proc/meminfo":     meminfo,
+		"proc/self/cgroup": "4:memory:/not/visible\n",
 		"sys/fs/cgroup/memory/memory.limit_in_bytes":  "2147483648\n",
 		"sys/fs/cgroup/memory/memory.usage_in_bytes":  "1073741824\n",
 		"sys/fs/cgroup/memory/memory.stat":            "total_inactive_file 0\n",
