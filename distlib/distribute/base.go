@@ -183,6 +183,12 @@ func (b *base) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inpu
 			"(call Run from the cell, not from inside a replica function)", ErrReplicaFailed, b.name))
 	}
 	defer b.running.Store(nil)
+	return b.runGroup(ctx, group, fn, inputs)
+}
+
+// runGroup runs fn on every local replica with group as their rendezvous.
+func (b *base) runGroup(ctx context.Context, group *syncGroup, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
+	n := len(b.devices)
 	results := make([]*tensor.Tensor, n)
 	err := b.ExtendedRunReplicas(ctx, func(r int) error {
 		defer group.leave(r)

@@ -789,6 +789,7 @@ func (w *psWorker) run(cl *closure) (val *tensor.Tensor, err error) {
 	}()
 	var op uint32
 	wc := &WorkerContext{ctx: cl.ctx, index: w.index, step: cl.step, a: access{ctx: cl.ctx, clients: clients, step: cl.step, op: &op}, vars: w.c.s.varByName}
+	defer inScheduled(wc)()
 	if cl.fn == nil {
 		fn, err := lookupFunction(cl.name)
 		if err != nil {

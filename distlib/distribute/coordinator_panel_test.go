@@ -20,7 +20,7 @@ type panelFrontend struct {
 	htmls []string // every HTML value sent, in order
 }
 
-func (f *panelFrontend) Open(data map[string]any, r widgets.Receiver) (widgets.Channel, error) {
+func (f *panelFrontend) Open(data, _ map[string]any, r widgets.Receiver) (widgets.Channel, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.n++
