@@ -46,6 +46,19 @@ func (c *Comm) sendParent() *Message {
 	return c.parent
 }
 
+// Reply sends a comm_msg whose parent is the latest message the front end sent on c, even
+// while a cell runs: an answer the front end matches to its request (widget protocol 2's
+// echo_update).
+func (c *Comm) Reply(data map[string]any, buffers ...[]byte) {
+	c.mu.Lock()
+	parent := c.parent
+	c.mu.Unlock()
+	if out := c.k.runningCell(); out != nil {
+		out.flush()
+	}
+	c.k.publish(parent, "comm_msg", map[string]any{"comm_id": c.ID, "data": orMap(data)}, buffers...)
+}
+
 // Close closes the comm from the kernel's side.
 func (c *Comm) Close(data map[string]any) {
 	c.k.commMu.Lock()
@@ -66,6 +79,12 @@ func (k *Kernel) runningCell() *cellOutput {
 // reach h (h.Open is not called); h may be nil. While a cell runs the comm_open's parent
 // is the cell's execute_request. An empty target is an error.
 func (k *Kernel) OpenComm(target string, data map[string]any, h CommTarget) (*Comm, error) {
+	return k.OpenCommWithMetadata(target, data, nil, h)
+}
+
+// OpenCommWithMetadata is OpenComm with the comm_open message's metadata (widget protocol
+// 2 puts its version there: {"version": "2.1.0"}).
+func (k *Kernel) OpenCommWithMetadata(target string, data, metadata map[string]any, h CommTarget) (*Comm, error) {
 	if target == "" {
 		return nil, fmt.Errorf("kernel: OpenComm: empty target name: pass the front end's target (e.g. \"jupyter.widget\")")
 	}
@@ -78,7 +97,7 @@ func (k *Kernel) OpenComm(target string, data map[string]any, h CommTarget) (*Co
 		out.flush()
 		parent = out.parent
 	}
-	k.publish(parent, "comm_open", map[string]any{"comm_id": c.ID, "target_name": target, "data": orMap(data)})
+	k.publishMeta(parent, "comm_open", map[string]any{"comm_id": c.ID, "target_name": target, "data": orMap(data)}, metadata)
 	return c, nil
 }
 
@@ -192,7 +211,8 @@ func (k *Kernel) lookupComm(m *Message) (*Comm, CommTarget, commContent) {
 // run between cells.
 type UrgentTarget interface {
 	CommTarget
-	// Urgent reports whether the comm_msg to c are handled as they arrive.
+	// Urgent reports whether the comm_msg to c are handled as they arrive; for a target,
+	// Urgent(nil) says whether the comm_open that opens one is.
 	Urgent(c *Comm) bool
 }
 
@@ -210,11 +230,35 @@ func (k *Kernel) urgentCommMsg(m *Message) bool {
 	if comm == nil {
 		return false
 	}
-	u, ok := comm.handler.(UrgentTarget)
+	h := comm.handler
+	if h == nil { // a comm the front end opened: its target decides
+		k.commMu.Lock()
+		h = k.targets[comm.Target]
+		k.commMu.Unlock()
+	}
+	u, ok := h.(UrgentTarget)
 	if !ok || !u.Urgent(comm) {
 		return false
 	}
 	k.commMsg(m)
+	return true
+}
+
+// urgentCommOpen handles m at once if it opens a comm whose target is urgent (asked with
+// a nil comm), and reports whether it did: a widget manager that connects while a cell
+// runs gets its answers then.
+func (k *Kernel) urgentCommOpen(m *Message) bool {
+	var c commContent
+	if err := json.Unmarshal(m.Content, &c); err != nil {
+		return false
+	}
+	k.commMu.Lock()
+	t := k.targets[c.TargetName]
+	k.commMu.Unlock()
+	if u, ok := t.(UrgentTarget); !ok || !u.Urgent(nil) {
+		return false
+	}
+	k.commOpen(m)
 	return true
 }
 

@@ -1,11 +1,14 @@
 package kernel
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-zeromq/zmq4"
 )
 
 // commLog is a CommTarget that records what reaches it.
@@ -147,4 +150,75 @@ func TestUrgentCommWhileCellRuns(t *testing.T) {
 	if got := plain.String(); got != "msg map[method:plain]" {
 		t.Errorf("ordinary comm got %q after the cell, want msg map[method:plain]", got)
 	}
+}
+
+// replyTarget answers each comm_msg with Reply and is urgent, as the widget control comm is.
+type replyTarget struct{ commLog }
+
+func (*replyTarget) Urgent(*Comm) bool { return true }
+func (r *replyTarget) Message(c *Comm, data map[string]any, buffers [][]byte) {
+	r.commLog.Message(c, data, buffers)
+	c.Reply(map[string]any{"method": "answer"})
+}
+
+// TestUrgentTargetOpenedWhileCellRuns: a front end that connects while a cell runs opens a
+// comm to an urgent target and gets its answer then, in reply to its own message.
+func TestUrgentTargetOpenedWhileCellRuns(t *testing.T) {
+	tk := startKernel(t)
+	c := tk.c
+	rt := &replyTarget{}
+	tk.k.RegisterCommTarget("jupyter.widget.control", rt)
+	cell := c.send(c.shell, "execute_request", map[string]any{"code": "wait:3000", "silent": false})
+	nextIOPub(c, "execute_input")
+	sent := time.Now()
+	c.send(c.shell, "comm_open", map[string]any{"comm_id": "ctl-1", "target_name": "jupyter.widget.control", "data": map[string]any{}})
+	req := c.send(c.shell, "comm_msg", map[string]any{"comm_id": "ctl-1", "data": map[string]any{"method": "request_states"}})
+	m := nextIOPub(c, "comm_msg")
+	if got := content(t, m); got["comm_id"] != "ctl-1" || fmt.Sprint(got["data"]) != "map[method:answer]" {
+		t.Errorf("reply content %v", got)
+	}
+	if parentID(m) != req {
+		t.Errorf("reply's parent %q, want the front end's request %q (not the running cell %q)", parentID(m), req, cell)
+	}
+	if got := rt.String(); got != "open map[]; msg map[method:request_states]" {
+		t.Errorf("target saw %q", got)
+	}
+	if d := time.Since(sent); d > 2*time.Second {
+		t.Errorf("answered after %v: the 3 s cell held it back", d)
+	}
+	c.iopubUntilIdle(cell)
+}
+
+// TestCommOpenMetadataAndExecuteObserver: OpenCommWithMetadata puts its metadata on the
+// comm_open message; OnExecuteRequest sees each execute_request's metadata before it runs.
+func TestCommOpenMetadataAndExecuteObserver(t *testing.T) {
+	tk := startKernel(t)
+	c := tk.c
+	if _, err := tk.k.OpenCommWithMetadata("jupyter.widget", map[string]any{"state": map[string]any{}}, map[string]any{"version": "2.1.0"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	m := nextIOPub(c, "comm_open")
+	var md map[string]any
+	if err := json.Unmarshal(m.Metadata, &md); err != nil || md["version"] != "2.1.0" {
+		t.Errorf("comm_open metadata %s (%v), want {version: 2.1.0}", m.Metadata, err)
+	}
+	seen := make(chan map[string]any, 1)
+	tk.k.OnExecuteRequest(func(md map[string]any) { seen <- md })
+	em, err := NewMessage("execute_request", nil, c.session, "tester", map[string]any{"code": "x", "silent": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	em.Metadata = json.RawMessage(`{"cellId":"vscode-notebook-cell:/a.ipynb#X1"}`)
+	if err := c.shell.SendMulti(zmq4.NewMsgFrom(em.Encode(c.key)...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case md := <-seen:
+		if md["cellId"] != "vscode-notebook-cell:/a.ipynb#X1" {
+			t.Errorf("observer saw %v", md)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the execute observer was not called")
+	}
+	c.iopubUntilIdle(em.Header.MsgID)
 }

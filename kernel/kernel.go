@@ -93,9 +93,10 @@ type Kernel struct {
 	inputMu sync.Mutex
 	inputCh chan *Message
 
-	commMu  sync.Mutex
-	targets map[string]CommTarget
-	comms   map[string]*Comm
+	commMu        sync.Mutex
+	targets       map[string]CommTarget
+	comms         map[string]*Comm
+	execObservers []func(metadata map[string]any) // see each execute_request's metadata
 
 	restart bool
 	started time.Time // when Run began serving
@@ -219,7 +220,8 @@ func (k *Kernel) Run(ctx context.Context) error {
 	start(func() { k.heartbeat() })
 	start(func() {
 		k.readLoop("shell", k.shell, func(m *Message) {
-			if m.Header.MsgType == "comm_msg" && k.urgentCommMsg(m) {
+			if m.Header.MsgType == "comm_msg" && k.urgentCommMsg(m) ||
+				m.Header.MsgType == "comm_open" && k.urgentCommOpen(m) {
 				return // handled now, beside the running cell
 			}
 			select {
@@ -349,10 +351,23 @@ func (k *Kernel) send(sck zmq4.Socket, mu *sync.Mutex, parent *Message, msgType 
 
 // publish sends a message on iopub.
 func (k *Kernel) publish(parent *Message, msgType string, content any, buffers ...[]byte) {
+	k.publishMeta(parent, msgType, content, nil, buffers...)
+}
+
+// publishMeta is publish with the message's metadata (nil: {}).
+func (k *Kernel) publishMeta(parent *Message, msgType string, content any, metadata map[string]any, buffers ...[]byte) {
 	m, err := NewMessage(msgType, parent, k.session, k.user, content)
 	if err != nil {
 		k.log.Printf("%v", err)
 		return
+	}
+	if len(metadata) > 0 {
+		raw, err := json.Marshal(metadata)
+		if err != nil {
+			k.log.Printf("publish %s: metadata: %v", msgType, err)
+			return
+		}
+		m.Metadata = raw
 	}
 	topic := "kernel." + k.session + "." + msgType
 	if msgType == "stream" {
@@ -527,6 +542,7 @@ func (k *Kernel) execute(m *Message, arrived time.Time) {
 		k.publish(m, "execute_input", map[string]any{"code": req.Code, "execution_count": count})
 	}
 
+	k.observeExecute(m)
 	ctx, cancel := context.WithCancel(k.ctx)
 	k.execMu.Lock()
 	k.execCancel = cancel
@@ -822,3 +838,27 @@ func (discardOutput) ClearOutput(bool)                                     {}
 func (discardOutput) Input(string, bool) (string, error)                   { return "", ErrStdinNotAllowed }
 
 func zmqMsg(frames [][]byte) zmq4.Msg { return zmq4.NewMsgFrom(frames...) }
+
+// OnExecuteRequest makes f see the metadata of every execute_request before its cell runs
+// (what the front end says of itself there: VS Code sends {"cellId": "vscode-notebook-cell:..."}).
+func (k *Kernel) OnExecuteRequest(f func(metadata map[string]any)) {
+	k.commMu.Lock()
+	defer k.commMu.Unlock()
+	k.execObservers = append(k.execObservers, f)
+}
+
+func (k *Kernel) observeExecute(m *Message) {
+	k.commMu.Lock()
+	fs := k.execObservers
+	k.commMu.Unlock()
+	if len(fs) == 0 {
+		return
+	}
+	var meta map[string]any
+	if err := json.Unmarshal(m.Metadata, &meta); err != nil || meta == nil {
+		meta = map[string]any{}
+	}
+	for _, f := range fs {
+		f(meta)
+	}
+}

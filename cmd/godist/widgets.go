@@ -5,12 +5,40 @@ import (
 	"godist/kernel"
 )
 
-// installWidgets connects package widgets to k's comms: the version comm the widget front
-// end opens, and the jupyter.widget comms that widget models open from compiled code.
+// installWidgets connects package widgets to k's comms: the version comm of protocol 1
+// front ends, the control comm of protocol 2 managers, the cell metadata VS Code sends
+// (from which package widgets picks its dialect), and the jupyter.widget comms that widget
+// models open from compiled code.
 func installWidgets(k *kernel.Kernel) {
 	k.RegisterCommTarget(widgets.VersionTargetName, versionTarget{k})
+	k.RegisterCommTarget(widgets.ControlTargetName, controlTarget{k})
+	k.OnExecuteRequest(widgets.ExecuteMetadata)
 	widgets.SetFrontend(widgetFrontend{k})
 }
+
+// controlTarget serves the jupyter.widget.control comm that JupyterLab 4 and Notebook 7
+// open when they connect: request_states gets every widget's state (update_states).
+type controlTarget struct{ k *kernel.Kernel }
+
+// Open implements kernel.CommTarget.
+func (controlTarget) Open(c *kernel.Comm, data map[string]any) { widgets.ControlOpened() }
+
+// Message implements kernel.CommTarget.
+func (t controlTarget) Message(c *kernel.Comm, data map[string]any, buffers [][]byte) {
+	reply, err := widgets.ControlMessage(data)
+	if err != nil {
+		t.k.Logf("%v", err)
+		return
+	}
+	c.Reply(reply)
+}
+
+// Close implements kernel.CommTarget.
+func (controlTarget) Close(c *kernel.Comm, data map[string]any) {}
+
+// Urgent implements kernel.UrgentTarget: a page reloaded while a cell runs gets its widgets
+// back at once, not after the cell (the manager gives up after a few seconds).
+func (controlTarget) Urgent(*kernel.Comm) bool { return true }
 
 // versionTarget answers the front end's jupyter.widget.version comm: the kernel sends the
 // JavaScript version range it needs, the front end says whether it satisfies it.
@@ -33,8 +61,8 @@ func (versionTarget) Close(c *kernel.Comm, data map[string]any) {}
 type widgetFrontend struct{ k *kernel.Kernel }
 
 // Open implements widgets.Frontend.
-func (f widgetFrontend) Open(data map[string]any, r widgets.Receiver) (widgets.Channel, error) {
-	c, err := f.k.OpenComm(widgets.TargetName, data, widgetComm{r})
+func (f widgetFrontend) Open(data, metadata map[string]any, r widgets.Receiver) (widgets.Channel, error) {
+	c, err := f.k.OpenCommWithMetadata(widgets.TargetName, data, metadata, widgetComm{r})
 	if err != nil {
 		return nil, err
 	}
@@ -52,9 +80,10 @@ func (f widgetFrontend) PublishFor(parentID, msgType string, content map[string]
 // widgetChannel adapts a kernel comm to widgets.Channel.
 type widgetChannel struct{ c *kernel.Comm }
 
-func (w widgetChannel) ID() string               { return w.c.ID }
-func (w widgetChannel) Send(data map[string]any) { w.c.Send(data) }
-func (w widgetChannel) Close()                   { w.c.Close(nil) }
+func (w widgetChannel) ID() string                { return w.c.ID }
+func (w widgetChannel) Send(data map[string]any)  { w.c.Send(data) }
+func (w widgetChannel) Reply(data map[string]any) { w.c.Reply(data) }
+func (w widgetChannel) Close()                    { w.c.Close(nil) }
 
 // widgetComm adapts a widgets.Receiver to kernel.CommTarget.
 type widgetComm struct{ r widgets.Receiver }

@@ -95,7 +95,7 @@ func NewFloatProgress(min, max float64) *FloatProgress {
 	return &FloatProgress{newWidget("FloatProgress", "ProgressModel", "ProgressView", map[string]any{
 		"value": min, "min": min, "max": max, "step": 0.1, "bar_style": "", "description": "",
 		"disabled": false, "orientation": "horizontal",
-	}, "", nil)}
+	}, "ProgressStyleModel", map[string]any{"bar_color": nil})}
 }
 
 func (p *FloatProgress) floats() (v, lo, hi float64) {
@@ -147,9 +147,19 @@ type HTML struct{ *Widget }
 
 // NewHTML returns an HTML widget showing value.
 func NewHTML(value string) *HTML {
+	s, ss := textStyle()
 	return &HTML{newWidget("HTML", "HTMLModel", "HTMLView", map[string]any{
 		"value": value, "description": "", "disabled": false, "placeholder": "\u200b",
-	}, "", nil)}
+	}, s, ss)}
+}
+
+// textStyle is the style model of HTML and Label: protocol 2 front ends expect one
+// (DescriptionStyleModel, in ipywidgets 7's and 8's controls); protocol 1's has none.
+func textStyle() (string, map[string]any) {
+	if CurrentDialect().V2() {
+		return "DescriptionStyleModel", map[string]any{"description_width": ""}
+	}
+	return "", nil
 }
 
 // Value returns the HTML shown.
@@ -163,9 +173,10 @@ type Label struct{ *Widget }
 
 // NewLabel returns a label showing value.
 func NewLabel(value string) *Label {
+	s, ss := textStyle()
 	return &Label{newWidget("Label", "LabelModel", "LabelView", map[string]any{
 		"value": value, "description": "", "disabled": false, "placeholder": "\u200b",
-	}, "", nil)}
+	}, s, ss)}
 }
 
 // Value returns the label's text.
@@ -306,7 +317,11 @@ type Output struct{ *Widget }
 
 // NewOutput returns an empty output area.
 func NewOutput() *Output {
-	return &Output{newWidget("Output", "OutputModel", "OutputView", map[string]any{"msg_id": ""}, "", nil)}
+	state := map[string]any{"msg_id": ""}
+	if CurrentDialect().V2() {
+		state["outputs"] = []any{}
+	}
+	return &Output{newWidgetIn(inOutput, "Output", "OutputModel", "OutputView", state, "", nil)}
 }
 
 // Capture runs f with the running cell's output (what it prints, its displays) shown in

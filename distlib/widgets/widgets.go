@@ -1,14 +1,23 @@
 // Package widgets shows Jupyter widgets (progress bars, HTML, labels, buttons, output
 // areas, boxes) from Go, speaking the ipywidgets comm protocol over the kernel's comms.
 //
-// The protocol is the one Debian's Notebook 6 front end expects: ipywidgets 6.0.0 with
-// its JavaScript jupyter-js-widgets 2.1.4 (widget protocol version 1). The front end opens
-// a "jupyter.widget.version" comm, the kernel sends {"version": "~2.1.4"} and the front end
-// answers {"validated": true, "frontend_version": "2.1.4"}. Each widget is a model on a
-// "jupyter.widget" comm the kernel opens with the model's whole state as data; the kernel
-// sends {"method": "update", "state": {...}} when a value changes and {"method": "display"}
-// to show a view in the cell; the front end sends {"method": "backbone", "sync_data": {...}}
-// when the user changes a value, {"method": "request_state"} and {"method": "custom",
+// It speaks both widget protocols, in the dialect the front end shows (see Dialect):
+//
+//   - Protocol 1, Debian's Notebook 6 extension (ipywidgets 6, jupyter-js-widgets 2.1.4).
+//     The front end opens a "jupyter.widget.version" comm, the kernel sends {"version":
+//     "~2.1.4"} and the front end answers {"validated": true}. A model's comm_open data is
+//     its whole state; the kernel sends {"method": "display"} to show a view; the front end
+//     sends {"method": "backbone", "sync_data": {...}} when the user changes a value.
+//   - Protocol 2 (ipywidgets 7 and 8: JupyterLab 4, Notebook 7, VS Code). comm_open carries
+//     {"version": "2.x"} in its metadata and {"state": {...}, "buffer_paths": []} as data;
+//     models live in @jupyter-widgets/controls, base and output at the release's versions;
+//     views are display_data with version_major 2; both sides send {"method": "update",
+//     "state": {...}, "buffer_paths": [...]}, and ipywidgets 8 front ends get an
+//     "echo_update" for each change they send. Managers that connect open
+//     "jupyter.widget.control" and ask {"method": "request_states"}, answered with every
+//     model's state ("update_states"), which restores a reloaded page's widgets.
+//
+// In both, the front end sends {"method": "request_state"} and {"method": "custom",
 // "content": {...}} (a button's {"event": "click"}).
 //
 // TensorFlow users translating
@@ -73,9 +82,9 @@ type Receiver interface {
 // Frontend is the kernel's side of the widget comms; the godist kernel installs one with
 // SetFrontend when it starts.
 type Frontend interface {
-	// Open opens a comm with target TargetName and data as its comm_open data; r receives
-	// the front end's messages on it.
-	Open(data map[string]any, r Receiver) (Channel, error)
+	// Open opens a comm with target TargetName, data as its comm_open data and metadata
+	// (nil for protocol 1) as the message's metadata; r receives the front end's messages.
+	Open(data, metadata map[string]any, r Receiver) (Channel, error)
 	// CellID returns the msg_id of the running cell's request, "" between cells.
 	CellID() string
 	// PublishFor publishes an iopub message (stream, display_data, clear_output) whose
@@ -86,7 +95,6 @@ type Frontend interface {
 var (
 	feMu      sync.RWMutex
 	fe        Frontend
-	validated atomic.Bool  // the front end validated FrontendVersion
 	feVersion atomic.Value // string: the front end's version, as it said
 	localSeq  atomic.Int64
 )
@@ -99,7 +107,7 @@ func SetFrontend(f Frontend) Frontend {
 	old := fe
 	fe = f
 	if f == nil {
-		validated.Store(false)
+		resetDialect()
 	}
 	return old
 }
@@ -122,19 +130,22 @@ func VersionReply(data map[string]any) error {
 	if !ok {
 		return fmt.Errorf("widgets: version reply %v has no boolean \"validated\"", data)
 	}
-	validated.Store(v)
-	if s, ok := data["frontend_version"].(string); ok {
-		feVersion.Store(s)
+	s, _ := data["frontend_version"].(string)
+	feVersion.Store(s)
+	why := "the front end answered " + VersionTargetName + " validated"
+	if !v {
+		why = "the front end answered " + VersionTargetName + " not validated (version " + s + "): widgets are not drawn"
 	}
+	setState(Ipywidgets6, v, why)
 	return nil
 }
 
-// Ready reports whether a widget front end is connected and validated the protocol
-// version: the kernel runs and the front end answered the jupyter.widget.version comm with
-// validated true. This is the rule for choosing widgets over text (Keras' Fit does):
-// Notebook 6 with Debian's widget extension answers it when it connects; the console,
-// nbconvert and nbclient never open that comm, so they get text.
-func Ready() bool { return frontend() != nil && validated.Load() }
+// Ready reports whether a widget front end is connected and showed itself: the kernel runs
+// and the front end answered the jupyter.widget.version comm with validated true (Notebook
+// 6), opened jupyter.widget.control (JupyterLab 4, Notebook 7) or sent VS Code's cell ids.
+// This is the rule for choosing widgets over text (Keras' Fit does): the console, nbconvert
+// and nbclient show none of these, so they get text.
+func Ready() bool { return frontend() != nil && fest.Load().ready }
 
 // FrontendVersionSeen returns the widget JavaScript version the front end reported, "" if
 // none did.
@@ -153,6 +164,7 @@ type Child interface {
 // end, and its comm.
 type Widget struct {
 	mu       sync.Mutex
+	d        Dialect // the dialect its comm was opened in
 	id       string
 	kind     string // the Go type's name, for the plain-text form
 	state    map[string]any
@@ -167,18 +179,39 @@ type Widget struct {
 // ErrClosed is returned by calls that need an open widget after Close.
 var ErrClosed = errors.New("widgets: widget is closed")
 
-// baseState returns the state keys every widget model has.
-func baseState(model, view string) map[string]any {
-	return map[string]any{
-		"_model_module": ModelModule, "_model_module_version": FrontendVersion, "_model_name": model,
-		"_view_module": ModelModule, "_view_module_version": FrontendVersion, "_view_name": view,
-		"msg_throttle": 1,
+// Where a model and its view live: the controls module (most widgets), the base module
+// (Layout), a style (model in controls, StyleView in base), the output module.
+const (
+	inControls = iota
+	inBase
+	inStyle
+	inOutput
+)
+
+// baseState returns the state keys every widget model has, in dialect d.
+func baseState(d Dialect, where int, model, view string) map[string]any {
+	mm, mv, vm, vv := d.Controls, d.ControlsVersion, d.Controls, d.ControlsVersion
+	switch where {
+	case inBase:
+		mm, mv, vm, vv = d.Base, d.BaseVersion, d.Base, d.BaseVersion
+	case inStyle:
+		vm, vv = d.Base, d.BaseVersion
+	case inOutput:
+		mm, mv, vm, vv = d.Output, d.OutputVersion, d.Output, d.OutputVersion
 	}
+	s := map[string]any{
+		"_model_module": mm, "_model_module_version": mv, "_model_name": model,
+		"_view_module": vm, "_view_module_version": vv, "_view_name": view,
+	}
+	if !d.V2() {
+		s["msg_throttle"] = 1
+	}
+	return s
 }
 
 // layoutState is the state of a LayoutModel with every CSS property unset.
-func layoutState() map[string]any {
-	s := baseState("LayoutModel", "LayoutView")
+func layoutState(d Dialect) map[string]any {
+	s := baseState(d, inBase, "LayoutModel", "LayoutView")
 	for _, k := range []string{"align_content", "align_items", "align_self", "border", "bottom",
 		"display", "flex", "flex_flow", "height", "justify_content", "left", "margin", "max_height",
 		"max_width", "min_height", "min_width", "order", "overflow", "overflow_x", "overflow_y",
@@ -192,20 +225,26 @@ func layoutState() map[string]any {
 // with styleState, unless styleModel is ""), and opens their comms when a front end is
 // installed.
 func newWidget(kind, model, view string, state map[string]any, styleModel string, styleState map[string]any) *Widget {
-	w := &Widget{kind: kind, state: baseState(model, view)}
+	return newWidgetIn(inControls, kind, model, view, state, styleModel, styleState)
+}
+
+// newWidgetIn is newWidget for a model in module where (inControls or inOutput).
+func newWidgetIn(where int, kind, model, view string, state map[string]any, styleModel string, styleState map[string]any) *Widget {
+	d := CurrentDialect()
+	w := &Widget{kind: kind, d: d, state: baseState(d, where, model, view)}
 	w.state["_dom_classes"] = []any{}
 	for k, v := range state {
 		w.state[k] = v
 	}
-	layout := openModel("Layout", layoutState())
+	layout := openModel(d, "Layout", layoutState(d))
 	w.parts = append(w.parts, layout)
 	w.state["layout"] = "IPY_MODEL_" + layout.id
 	if styleModel != "" {
-		s := baseState(styleModel, "StyleView")
+		s := baseState(d, inStyle, styleModel, "StyleView")
 		for k, v := range styleState {
 			s[k] = v
 		}
-		style := openModel("Style", s)
+		style := openModel(d, "Style", s)
 		w.parts = append(w.parts, style)
 		w.state["style"] = "IPY_MODEL_" + style.id
 	}
@@ -213,8 +252,8 @@ func newWidget(kind, model, view string, state map[string]any, styleModel string
 	return w
 }
 
-func openModel(kind string, state map[string]any) *Widget {
-	w := &Widget{kind: kind, state: state}
+func openModel(d Dialect, kind string, state map[string]any) *Widget {
+	w := &Widget{kind: kind, d: d, state: state}
 	w.open()
 	return w
 }
@@ -222,9 +261,15 @@ func openModel(kind string, state map[string]any) *Widget {
 // open opens the model's comm with its state, or gives it a local id without a front end.
 func (w *Widget) open() {
 	if f := frontend(); f != nil {
-		ch, err := f.Open(copyState(w.state), receiver{w})
+		data, md := copyState(w.state), map[string]any(nil)
+		if w.d.V2() {
+			data = map[string]any{"state": data, "buffer_paths": []any{}}
+			md = map[string]any{"version": w.d.Protocol}
+		}
+		ch, err := f.Open(data, md, receiver{w})
 		if err == nil {
 			w.ch, w.id = ch, ch.ID()
+			register(w)
 			return
 		}
 		fmt.Fprintf(os.Stderr, "widgets: %s not shown: %v\n", w.kind, err)
@@ -286,7 +331,7 @@ func (w *Widget) setLocked(kv map[string]any) {
 		changed[k] = v
 	}
 	if len(changed) > 0 && w.ch != nil && !w.closed {
-		w.ch.Send(UpdateMessage(changed))
+		w.ch.Send(w.d.update("update", changed))
 	}
 }
 
@@ -302,19 +347,34 @@ func sameJSON(a, b any) bool {
 	return err1 == nil && err2 == nil && string(ja) == string(jb)
 }
 
-// UpdateMessage is the comm_msg data that sends changed state to the front end.
+// UpdateMessage is the protocol 1 comm_msg data that sends changed state to the front end.
 func UpdateMessage(state map[string]any) map[string]any {
-	return map[string]any{"method": "update", "state": state, "buffers": []any{}}
+	return Ipywidgets6.update("update", state)
+}
+
+// update is the comm_msg data of an update (or protocol 2's echo_update) in dialect d.
+func (d Dialect) update(method string, state map[string]any) map[string]any {
+	if d.V2() {
+		return map[string]any{"method": method, "state": state, "buffer_paths": []any{}}
+	}
+	return map[string]any{"method": method, "state": state, "buffers": []any{}}
 }
 
 // DisplayMessage is the comm_msg data that asks the Notebook 6 front end to show a view
 // of the model in the cell whose request is the message's parent.
 func DisplayMessage() map[string]any { return map[string]any{"method": "display"} }
 
-// ViewBundle is the display_data bundle of a view of model id, with plain as the
-// text/plain fallback unless plain is "".
-func ViewBundle(id, plain string) display.Bundle {
-	b := display.Bundle{ViewMIME: map[string]any{"model_id": id}}
+// ViewBundle is the protocol 1 display_data bundle of a view of model id, with plain as
+// the text/plain fallback unless plain is "".
+func ViewBundle(id, plain string) display.Bundle { return Ipywidgets6.viewBundle(id, plain) }
+
+// viewBundle is ViewBundle in dialect d: protocol 2's view names its major and minor version.
+func (d Dialect) viewBundle(id, plain string) display.Bundle {
+	view := map[string]any{"model_id": id}
+	if d.V2() {
+		view["version_major"], view["version_minor"] = 2, 0
+	}
+	b := display.Bundle{ViewMIME: view}
 	if plain != "" {
 		b["text/plain"] = plain
 	}
@@ -322,25 +382,26 @@ func ViewBundle(id, plain string) display.Bundle {
 }
 
 // Display shows the widget in the running cell. Where the widget front end validated
-// (Ready), the front end draws the view; the display_data then carries only the view
-// MIME type, as ipywidgets 6 sends it, since Notebook 6 would show a text/plain part
-// beside the widget. Elsewhere it carries a text/plain fallback too, and outside the
-// kernel the plain text is printed. It returns ErrClosed after Close.
+// (Ready), the front end draws the view; in protocol 1 the display_data then carries only
+// the view MIME type, as ipywidgets 6 sends it, since Notebook 6 would show a text/plain
+// part beside the widget. Protocol 2 front ends pick the widget over the text/plain
+// fallback, which is always sent (as ipywidgets 7 and 8 do) for those that draw none;
+// outside the kernel the plain text is printed. It returns ErrClosed after Close.
 func (w *Widget) Display() error {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return fmt.Errorf("widgets: Display %s %s: %w", w.kind, w.id, ErrClosed)
 	}
-	if w.ch != nil {
+	if w.ch != nil && !w.d.V2() {
 		w.ch.Send(DisplayMessage())
 	}
-	plain := w.plainLocked()
+	plain, d := w.plainLocked(), w.d
 	w.mu.Unlock()
-	if Ready() {
+	if Ready() && !d.V2() {
 		plain = ""
 	}
-	display.Show(ViewBundle(w.id, plain))
+	display.Show(d.viewBundle(w.id, plain))
 	return nil
 }
 
@@ -385,6 +446,7 @@ func (w *Widget) Close() {
 	ch := w.ch
 	parts := w.parts
 	w.mu.Unlock()
+	unregister(w)
 	if ch != nil {
 		ch.Close()
 	}
@@ -426,16 +488,26 @@ func (r receiver) Message(data map[string]any, buffers [][]byte) {
 			}
 		}
 		w.mu.Lock()
+		echo := map[string]any{}
 		for k, v := range sync {
 			if _, ok := w.state[k]; ok && !strings.HasPrefix(k, "_") {
-				w.state[k] = v // from the front end: not echoed back
+				w.state[k] = v // from the front end: not sent back as an update
+				if _, bin := v.([]byte); !bin {
+					echo[k] = v
+				}
+			}
+		}
+		// ipywidgets 8 front ends wait for the echo of each change they sent, in reply to it.
+		if method == "update" && w.d.Protocol == Ipywidgets8.Protocol && w.ch != nil && !w.closed && len(echo) > 0 {
+			if r, ok := w.ch.(interface{ Reply(map[string]any) }); ok {
+				r.Reply(w.d.update("echo_update", echo))
 			}
 		}
 		w.mu.Unlock()
 	case "request_state":
 		w.mu.Lock()
 		if w.ch != nil && !w.closed {
-			w.ch.Send(UpdateMessage(copyState(w.state)))
+			w.ch.Send(w.d.update("update", copyState(w.state)))
 		}
 		w.mu.Unlock()
 	case "custom":
@@ -465,4 +537,5 @@ func (r receiver) Closed() {
 	r.w.mu.Lock()
 	r.w.closed = true
 	r.w.mu.Unlock()
+	unregister(r.w)
 }

@@ -17,11 +17,12 @@ type recorder struct {
 	log    []string
 	recv   map[string]Receiver
 	states map[string]map[string]any
+	mds    map[string]map[string]any // comm_open metadata by comm id
 	cell   string
 }
 
 func newRecorder() *recorder {
-	return &recorder{recv: map[string]Receiver{}, states: map[string]map[string]any{}}
+	return &recorder{recv: map[string]Receiver{}, states: map[string]map[string]any{}, mds: map[string]map[string]any{}}
 }
 
 func (r *recorder) add(kind, id string, data any) {
@@ -29,13 +30,14 @@ func (r *recorder) add(kind, id string, data any) {
 	r.log = append(r.log, kind+" "+id+" "+string(b))
 }
 
-func (r *recorder) Open(data map[string]any, rc Receiver) (Channel, error) {
+func (r *recorder) Open(data, md map[string]any, rc Receiver) (Channel, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.n++
 	id := fmt.Sprintf("m%d", r.n)
 	r.recv[id] = rc
 	r.states[id] = data
+	r.mds[id] = md
 	r.add("open", id, data)
 	return &recChannel{r: r, id: id}, nil
 }
@@ -68,6 +70,11 @@ func (c *recChannel) Send(data map[string]any) {
 	defer c.r.mu.Unlock()
 	c.r.add("msg", c.id, data)
 }
+func (c *recChannel) Reply(data map[string]any) {
+	c.r.mu.Lock()
+	defer c.r.mu.Unlock()
+	c.r.add("reply", c.id, data)
+}
 func (c *recChannel) Close() {
 	c.r.mu.Lock()
 	defer c.r.mu.Unlock()
@@ -79,8 +86,8 @@ func install(t *testing.T, validatedFE bool) *recorder {
 	t.Helper()
 	r := newRecorder()
 	old := SetFrontend(r)
-	validated.Store(validatedFE)
-	t.Cleanup(func() { SetFrontend(old); validated.Store(false) })
+	setState(Ipywidgets6, validatedFE, "test")
+	t.Cleanup(func() { SetFrontend(old); resetDialect() })
 	return r
 }
 
@@ -104,7 +111,7 @@ func TestOpenState(t *testing.T) {
 			map[string]any{"value": 0.0, "min": 0.0, "max": 10.0, "step": 1.0, "bar_style": "", "orientation": "horizontal"},
 			[]string{"LayoutModel", "ProgressStyleModel"}, "IntProgress(value=0, min=0, max=10)"},
 		{"FloatProgress", func() Child { return NewFloatProgress(0, 1) }, "ProgressModel", "ProgressView",
-			map[string]any{"value": 0.0, "max": 1.0, "step": 0.1}, []string{"LayoutModel"}, "FloatProgress(value=0, min=0, max=1)"},
+			map[string]any{"value": 0.0, "max": 1.0, "step": 0.1}, []string{"LayoutModel", "ProgressStyleModel"}, "FloatProgress(value=0, min=0, max=1)"},
 		{"HTML", func() Child { return NewHTML("<b>hi</b>") }, "HTMLModel", "HTMLView",
 			map[string]any{"value": "<b>hi</b>", "placeholder": "\u200b"}, []string{"LayoutModel"}, `HTML(value="<b>hi</b>")`},
 		{"Label", func() Child { return NewLabel("loss") }, "LabelModel", "LabelView",
@@ -203,7 +210,7 @@ func TestUpdates(t *testing.T) {
 			if err := p.SetMax(0.5); err != nil {
 				t.Fatal(err)
 			}
-			return []string{`msg m2 {"buffers":[],"method":"update","state":{"max":0.5,"value":0.5}}`}
+			return []string{`msg m3 {"buffers":[],"method":"update","state":{"max":0.5,"value":0.5}}`}
 		}},
 		{"html value", func(r *recorder) []string {
 			h := NewHTML("")
