@@ -2,7 +2,9 @@
 Debian's Notebook 6 widget front end (jupyter-js-widgets 2.1.4, ipywidgets 6) does:
 the jupyter.widget.version comm, widget models on jupyter.widget comms with their state,
 updates, the display method, a button click as a custom message, Output capture, close,
-and Keras' Fit drawing its progress bar as widgets."""
+and Keras' Fit drawing its progress bar as widgets. As Notebook 6 does when it connects,
+each test first validates the version (protocol 1), except those about the front ends that
+never do; widgets2.py speaks protocol 2."""
 import time
 import unittest
 import uuid
@@ -27,10 +29,15 @@ h := model.Fit(ds, keras.Epochs(2))'''
 
 
 class GodistWidgetTests(KernelCase):
+    # Tests of a front end that has not (yet) validated the widget version.
+    UNVALIDATED = ("test_version_comm", "test_fit_progress_is_text_without_widgets")
+
     def setUp(self):
         super().setUp()
         reply, _ = self.execute('import "godist/distlib/widgets"')
         self.assertEqual(reply["content"]["status"], "ok", reply["content"])
+        if self._testMethodName not in self.UNVALIDATED:
+            self.validate_version()
 
     def run_ok(self, code):
         reply, pub = self.execute(code)
@@ -80,6 +87,7 @@ class GodistWidgetTests(KernelCase):
         self.validate_version()
         self.assertEqual(self.value("widgets.Ready()"), "true")
         self.assertEqual(self.value("widgets.FrontendVersionSeen()"), "2.1.4")
+        self.assertIn("ipywidgets 6 (widget protocol 1)", self.value("widgets.FrontendSeen()"))
 
     def test_progress_open_update_display_close(self):
         pub = self.run_ok("p := widgets.NewIntProgress(0, 10)\np.SetDescription(\"Loading:\")\np.Display()\np.SetValue(3)")
@@ -104,9 +112,8 @@ class GodistWidgetTests(KernelCase):
         ])
         shown = [m for m in pub if m["msg_type"] == "display_data"]
         self.assertEqual(len(shown), 1)
-        self.assertEqual(shown[0]["content"]["data"]["application/vnd.jupyter.widget-view+json"], {"model_id": pid})
-        # No widget front end validated: a text fallback for consoles and nbconvert.
-        self.assertEqual(shown[0]["content"]["data"]["text/plain"], 'IntProgress(value=0, min=0, max=10, description="Loading:")')
+        # Notebook 6 would draw a text/plain part beside the widget: the view alone.
+        self.assertEqual(shown[0]["content"]["data"], {"application/vnd.jupyter.widget-view+json": {"model_id": pid}})
 
         # A later cell's change is an update; the same value again sends nothing.
         pub = self.run_ok("p.SetValue(7)\np.SetValue(7)\np.SetValue(12)")
@@ -127,7 +134,6 @@ class GodistWidgetTests(KernelCase):
         self.assertNotIn(pid, reply["content"]["comms"])
 
     def test_validated_display_has_no_text(self):
-        self.validate_version()
         pub = self.run_ok('h := widgets.NewHTML("<b>hi</b>")\nh.Display()')
         hid = self.opens(pub)["HTMLModel"]["comm_id"]
         shown = [m for m in pub if m["msg_type"] == "display_data"]
@@ -183,7 +189,6 @@ class GodistWidgetTests(KernelCase):
         self.run_ok('out.AppendStdout("later\\n")')
 
     def test_fit_progress_is_a_widget(self):
-        self.validate_version()
         pub = self.run_ok(FIT)
         opens = self.opens(pub)
         self.assertIn("ProgressModel", opens)
