@@ -497,6 +497,13 @@ func (m *Model) FitContext(ctx context.Context, x any, args ...any) *History {
 	if slices.Contains(eng.options(), "steps_per_execution") {
 		f.hist.Params["steps_per_execution"] = eng.batchesPerStep()
 	}
+	var h *History
+	f.prog.around(func() { h = m.fitEpochs(ctx, eng, cfg, ds, f) })
+	return h
+}
+
+// fitEpochs runs Fit's epochs for FitContext, inside the progress display's run.
+func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *data.Dataset, f *fitLoop) *History {
 	cbs, prog := f.cbs, f.prog
 
 	var it *data.Iterator
@@ -764,7 +771,9 @@ func (m *Model) EvaluateContext(ctx context.Context, x any, args ...any) Logs {
 	if cfg.verbose > 0 {
 		prog = newProgress(cfg.verbose, m.out(), time.Now)
 	}
-	return m.evaluate(ctx, ds, cfg.steps, cfg.callbacks, prog)
+	var logs Logs
+	prog.around(func() { logs = m.evaluate(ctx, ds, cfg.steps, cfg.callbacks, prog) })
+	return logs
 }
 
 func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {

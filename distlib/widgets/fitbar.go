@@ -1,46 +1,115 @@
 package widgets
 
-import "html"
+import (
+	"html"
+	"sync"
 
-// FitBar is Keras' progress bar drawn with widgets: a bar for the epoch's steps above an
-// HTML area with the epoch lines and the live metrics (the text bar's lines). Keras' Fit
-// uses it when Ready reports a widget front end.
+	"godist/distlib/display"
+)
+
+// FitBar is Keras' progress display drawn with widgets, one per Fit (or Evaluate): a live
+// row, the bar with the epoch as its description ("Epoch 2/5") and beside it the step
+// count, time left and metrics ("12/64 3s 12ms/step - loss: 0.3100"), under a history (an
+// Output area) of the finished epochs' lines and of what the cell printed between them, in
+// the order it happened. When the run ends the live row goes and the history stays, read
+// as Keras' text is. Keras' Fit uses it when Ready reports a widget front end.
 type FitBar struct {
-	box   *Box
-	bar   *IntProgress
-	text  *HTML
-	shown bool
+	box     *Box // VBox(history, row)
+	history *Output
+	row     *Box // HBox(bar, text)
+	bar     *IntProgress
+	text    *HTML
+
+	mu     sync.Mutex
+	shown  bool
+	ended  bool
+	desc   string
+	target int
 }
 
-// NewFitBar returns a bar that shows itself in the running cell on its first Update.
+// NewFitBar returns a bar that shows itself in the running cell when Run starts (or on
+// its first Progress or Append).
 func NewFitBar() *FitBar {
-	bar := NewIntProgress(0, 1)
-	text := NewHTML("")
-	return &FitBar{box: NewVBox(bar, text), bar: bar, text: text}
+	f := &FitBar{history: NewOutput(), bar: NewIntProgress(0, 1), text: NewHTML(""), target: 1}
+	f.row = NewHBox(f.bar, f.text)
+	f.box = NewVBox(f.history, f.row)
+	return f
 }
 
-// Update shows text (the lines the text bar would show, the live one last) with current of
-// target steps done in the epoch; target 0 means the epoch length is unknown.
-func (f *FitBar) Update(text string, current, target int) {
-	max := target
-	if max <= 0 {
-		max = current
-	}
-	if max < 1 {
-		max = 1
-	}
-	if current > max {
-		current = max
-	}
-	f.bar.mu.Lock()
-	f.bar.setLocked(map[string]any{"max": max, "value": current})
-	f.bar.mu.Unlock()
-	f.text.SetValue(`<pre style="margin:0">` + html.EscapeString(text) + `</pre>`)
-	if !f.shown {
-		f.shown = true
+// show displays the box once.
+func (f *FitBar) show() {
+	f.mu.Lock()
+	shown := f.shown
+	f.shown = true
+	f.mu.Unlock()
+	if !shown {
 		_ = f.box.Display()
 	}
 }
 
-// Box returns the box that holds the bar and the text, to close or nest it.
+// Run shows the bar and runs fn (the run's epochs) with what the running cell prints or
+// displays meanwhile going to the history, after the lines Append added before
+// (Output.Capture); with no cell running, the output goes where it would. When fn returns
+// the live row is removed; when it panics the row stays where it stopped, red.
+func (f *FitBar) Run(fn func()) {
+	f.show()
+	ok := false
+	defer func() {
+		if !ok {
+			_ = f.bar.SetBarStyle("danger")
+		}
+	}()
+	if err := f.history.Capture(fn); err != nil { // closed, or no cell is running: fn has not run
+		fn()
+	}
+	ok = true
+	f.end()
+}
+
+// Progress sets the live row: description (the epoch, "" for none), current of target
+// steps (target 0: unknown, the bar drawn full) and text beside the bar.
+func (f *FitBar) Progress(description string, current, target int, text string) {
+	f.show()
+	if target <= 0 {
+		target = max(current, 1)
+	}
+	f.mu.Lock()
+	descChanged, targetChanged := description != f.desc, target != f.target
+	f.desc, f.target = description, target
+	f.mu.Unlock()
+	if descChanged {
+		f.bar.SetDescription(description)
+	}
+	if targetChanged {
+		f.bar.SetValue(0)
+		_ = f.bar.SetMax(target) // target >= 1 = min
+	}
+	f.bar.SetValue(current)
+	f.text.SetValue(`<pre style="margin:0 0 0 0.5em">` + html.EscapeString(text) + `</pre>`)
+}
+
+// Append adds text (finished lines, ending in a newline; ANSI colours as Keras writes them
+// are drawn) to the history, after what the cell printed before.
+func (f *FitBar) Append(text string) {
+	f.show()
+	display.Sync()
+	_ = f.history.AppendStdout(text)
+}
+
+// end removes the live row, leaving the history.
+func (f *FitBar) end() {
+	f.mu.Lock()
+	ended := f.ended
+	f.ended = true
+	f.mu.Unlock()
+	if ended {
+		return
+	}
+	_ = f.box.SetChildren(f.history)
+	f.row.Close()
+	f.bar.Close()
+	f.text.Close()
+}
+
+// Box returns the box that holds the history and the live row, to close or nest it.
 func (f *FitBar) Box() *Box { return f.box }

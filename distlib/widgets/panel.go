@@ -16,7 +16,7 @@ import (
 // end elsewhere.
 //
 // The DOM the front end shows: a <table class="godist-cluster-panel"> whose header row is
-// "task", "address", "state", "epoch", "step", "samples/s", "last line" and whose rows start
+// "task", "address", "state", "epoch", "step", "samples/s (last 10 s)", "last line" and whose rows start
 // with the task's name ("worker 0") and carry its state ("starting", "running", "exited",
 // "failed", "stopped") in a cell of class "godist-task-state"; a <div
 // class="godist-cluster-status"> above it says "running", "stopping", "stopped", "failed" or
@@ -44,15 +44,19 @@ const (
 func (s TaskState) Final() bool { return s == StateExited || s == StateFailed || s == StateStopped }
 
 // PanelEvent is what a source tells the panel about one task. Zero fields mean "no news":
-// State "" keeps the state, Epoch 0 the epoch, Line "" the last line.
+// State "" keeps the state, Epoch 0 the epoch, Line "" the last line, At 0 the throughput.
 type PanelEvent struct {
 	Task          string    // "worker 0", "ps 1", "chief 0"
 	Addr          string    // host:port
 	State         TaskState // the new state
 	Epoch, Epochs int       // 1-based epoch of Epochs
 	Step, Steps   int       // step (1-based) of Steps in the epoch; Steps 0: unknown
-	SamplesPerSec float64   // training throughput
-	Line          string    // an output line of the task
+	// Samples is the number of examples trained since the task's Fit began (the whole
+	// job's in a multi-worker job) at At, the time since then on the task's clock; the
+	// row's samples/s is their change over the last panelWindow of such reports.
+	Samples float64
+	At      time.Duration
+	Line    string // an output line of the task
 }
 
 // PanelRow is one task's row: what the events about it add up to.
@@ -61,9 +65,24 @@ type PanelRow struct {
 	State         TaskState
 	Epoch, Epochs int
 	Step, Steps   int
+	// SamplesPerSec is the examples trained a second over the last panelWindow of the
+	// task's reports (over the time since its Fit began while that is shorter); 0: none yet.
 	SamplesPerSec float64
 	Lines         []string // the last lines (at most PanelKeepLines), the newest last
+
+	points []samplePoint // the throughput reports in the window, oldest first
 }
+
+// samplePoint is one throughput report: samples trained by at.
+type samplePoint struct {
+	at      time.Duration
+	samples float64
+}
+
+// panelWindow is the span the panel's samples/s are averaged over, as its header says: long
+// enough that workers in one job, reporting at different moments of their epochs, show
+// the same figure.
+const panelWindow = 10 * time.Second
 
 // PanelKeepLines is how many of a task's last output lines a row keeps (a failed task's
 // are shown).
@@ -97,8 +116,8 @@ func (r PanelRow) Apply(ev PanelEvent) PanelRow {
 	if ev.Step > 0 {
 		r.Step, r.Steps = ev.Step, ev.Steps
 	}
-	if ev.SamplesPerSec > 0 {
-		r.SamplesPerSec = ev.SamplesPerSec
+	if ev.At > 0 {
+		r.points, r.SamplesPerSec = addSamplePoint(r.points, samplePoint{ev.At, ev.Samples})
 	}
 	next := ev.State
 	if next == "" && r.State == StateStarting && (ev.Line != "" || ev.Epoch > 0 || ev.Step > 0) {
@@ -108,6 +127,25 @@ func (r PanelRow) Apply(ev PanelEvent) PanelRow {
 		r.State = next
 	}
 	return r
+}
+
+// addSamplePoint returns the window's reports with p added (a copy: Apply is pure) and the
+// samples a second from the oldest to p, over panelWindow (or from the Fit's beginning). A report behind the last one in time or count
+// is a new Fit's: its window starts again from that Fit's beginning (no samples at 0).
+func addSamplePoint(points []samplePoint, p samplePoint) ([]samplePoint, float64) {
+	if n := len(points); n == 0 || p.at < points[n-1].at || p.samples < points[n-1].samples {
+		points = []samplePoint{{0, 0}}
+	}
+	start := 0 // the newest report at or before the window's start, so that it spans it all
+	for start+1 < len(points) && points[start+1].at <= p.at-panelWindow {
+		start++
+	}
+	kept := append(append(make([]samplePoint, 0, len(points)-start+1), points[start:]...), p)
+	first := kept[0]
+	if len(kept) < 2 || p.at <= first.at {
+		return kept, 0
+	}
+	return kept, (p.samples - first.samples) / (p.at - first.at).Seconds()
 }
 
 // Last returns the row's last output line, "" if none.
@@ -138,7 +176,8 @@ func (r PanelRow) cells() []string {
 	return []string{r.Task, r.Addr, string(r.State), epoch, step, rate, strings.TrimSpace(r.Last())}
 }
 
-var panelHeader = []string{"task", "address", "state", "epoch", "step", "samples/s", "last line"}
+var panelHeader = []string{"task", "address", "state", "epoch", "step",
+	fmt.Sprintf("samples/s (last %.0f s)", panelWindow.Seconds()), "last line"}
 
 // PanelSnapshot is what a panel shows at one moment.
 type PanelSnapshot struct {
@@ -252,9 +291,9 @@ func (s PanelSnapshot) Text() string {
 const PanelEnv = "GODIST_PANEL"
 
 // PanelLinePrefix starts a progress line for the cluster panel, followed by JSON:
-// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples_per_sec":812.5} (epoch and step
-// 1-based, steps 0 when unknown, samples per second over the epoch so far; in a
-// multi-worker job the samples are the whole job's).
+// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples":1280,"time":1.575} (epoch and step
+// 1-based, steps 0 when unknown; samples trained and seconds passed since the task's Fit
+// began, the whole job's samples in a multi-worker job).
 const PanelLinePrefix = "godist-panel: "
 
 // Line feeds the panel one line of a job's output, "[worker 0] text" as the launcher
@@ -274,11 +313,11 @@ func (p *Panel) Line(line string) (show bool) {
 	if js, ok := strings.CutPrefix(rest, PanelLinePrefix); ok {
 		var pl struct {
 			Epoch, Epochs, Step, Steps int
-			SamplesPerSec              float64 `json:"samples_per_sec"`
+			Samples, Time              float64
 		}
 		if json.Unmarshal([]byte(js), &pl) == nil {
-			p.Update(PanelEvent{Task: task, Epoch: pl.Epoch, Epochs: pl.Epochs,
-				Step: pl.Step, Steps: pl.Steps, SamplesPerSec: pl.SamplesPerSec})
+			p.Update(PanelEvent{Task: task, Epoch: pl.Epoch, Epochs: pl.Epochs, Step: pl.Step, Steps: pl.Steps,
+				Samples: pl.Samples, At: time.Duration(pl.Time * float64(time.Second))})
 			return false
 		}
 	}

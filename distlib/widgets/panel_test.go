@@ -1,9 +1,13 @@
 package widgets
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"godist/distlib/display"
 )
@@ -55,12 +59,12 @@ func TestPanelRowKeepsLastLines(t *testing.T) {
 
 func TestPanelRender(t *testing.T) {
 	s := PanelSnapshot{Title: "%%distributed", Status: "failed", Rows: []PanelRow{
-		PanelRow{}.Apply(PanelEvent{Task: "worker 0", Addr: "127.0.0.1:5000", Epoch: 2, Epochs: 3, Step: 7, Steps: 10, SamplesPerSec: 1234.5, Line: "loss <1>"}),
+		PanelRow{}.Apply(PanelEvent{Task: "worker 0", Addr: "127.0.0.1:5000", Epoch: 2, Epochs: 3, Step: 7, Steps: 10, Samples: 2469, At: 2 * time.Second, Line: "loss <1>"}),
 		PanelRow{}.Apply(PanelEvent{Task: "worker 1", Addr: "127.0.0.1:5001", Line: "panic: boom"}).Apply(PanelEvent{State: StateFailed}),
 	}, Counters: [][2]string{{"closures done", "3/4"}}}
 	h := s.HTML()
 	for _, want := range []string{
-		`<table class="godist-cluster-panel">`, "<th>samples/s</th>", "<td>worker 0</td>", "<td>127.0.0.1:5000</td>",
+		`<table class="godist-cluster-panel">`, "<th>samples/s (last 10 s)</th>", "<td>worker 0</td>", "<td>127.0.0.1:5000</td>",
 		`<td class="godist-task-state godist-state-running">running</td>`, "<td>2/3</td>", "<td>7/10</td>", "<td>1234.5</td>",
 		"<code>loss &lt;1&gt;</code>", `<td class="godist-task-state godist-state-failed">failed</td>`,
 		`<pre class="godist-task-failure">panic: boom</pre>`, `<div class="godist-cluster-status"><b>%%distributed</b>: failed</div>`,
@@ -73,9 +77,9 @@ func TestPanelRender(t *testing.T) {
 	txt := s.Text()
 	want := "%%distributed: failed\n" +
 		"closures done: 3/4\n" +
-		"task      address         state    epoch  step  samples/s  last line\n" +
-		"worker 0  127.0.0.1:5000  running  2/3    7/10  1234.5     loss <1>\n" +
-		"worker 1  127.0.0.1:5001  failed                           panic: boom\n" +
+		"task      address         state    epoch  step  samples/s (last 10 s)  last line\n" +
+		"worker 0  127.0.0.1:5000  running  2/3    7/10  1234.5                 loss <1>\n" +
+		"worker 1  127.0.0.1:5001  failed                                       panic: boom\n" +
 		"worker 1 failed; its last lines:\n  panic: boom\n"
 	if txt != want {
 		t.Errorf("Text:\n%s\nwant:\n%s", txt, want)
@@ -153,7 +157,7 @@ func TestPanelLine(t *testing.T) {
 		show bool
 	}{
 		{"[worker 0] hello", true},
-		{"[worker 1] " + PanelLinePrefix + `{"epoch":2,"epochs":3,"step":5,"steps":10,"samples_per_sec":99.5}`, false},
+		{"[worker 1] " + PanelLinePrefix + `{"epoch":2,"epochs":3,"step":5,"steps":10,"samples":199,"time":2.000}`, false},
 		{"[worker 1] " + PanelLinePrefix + "not json", true}, // shown as it is: no silent loss
 		{"[launch] task worker 1 failed: exit status 1; stopping the job", true},
 		{"no prefix", true},
@@ -173,5 +177,73 @@ func TestPanelLine(t *testing.T) {
 	if w1.Task != "worker 1" || w1.Epoch != 2 || w1.Epochs != 3 || w1.Step != 5 || w1.Steps != 10 || w1.SamplesPerSec != 99.5 ||
 		w1.Last() != PanelLinePrefix+"not json" {
 		t.Errorf("worker 1 row %+v", w1)
+	}
+}
+
+// TestPanelRowSamplesPerSec checks the samples/s figure: the change of the samples a task
+// reported over the last 10 s of its reports (from its Fit's beginning while shorter),
+// whatever the moment of its epoch each report comes from.
+func TestPanelRowSamplesPerSec(t *testing.T) {
+	type rep struct {
+		at      float64 // seconds since the Fit began, on the task's clock
+		samples float64
+	}
+	cases := []struct {
+		name    string
+		reports []rep
+		want    float64
+	}{
+		{"no report: no figure", nil, 0},
+		{"first report: since the Fit began", []rep{{0.5, 100}}, 200},
+		{"within the window: since the Fit began", []rep{{1, 100}, {4, 1000}}, 250},
+		{"past the window: the last 10 s only", []rep{{1, 1000}, {5, 2000}, {11, 2100}, {15, 2500}}, 50},
+		{"a report exactly 10 s back is the window's start", []rep{{2, 100}, {3, 200}, {12, 1200}}, 110},
+		{"a pause longer than the window: from the last report before it", []rep{{1, 500}, {30, 3400}}, 100},
+		{"a new Fit (time goes back) starts again", []rep{{20, 5000}, {1, 30}}, 30},
+		{"a new Fit (fewer samples) starts again", []rep{{5, 5000}, {6, 40}}, 40.0 / 6},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := PanelRow{}.Apply(PanelEvent{Task: "worker 0"})
+			for _, p := range c.reports {
+				before, kept := r, append([]samplePoint(nil), r.points...)
+				r = r.Apply(PanelEvent{Samples: p.samples, At: time.Duration(p.at * float64(time.Second))})
+				if !slices.Equal(before.points, kept) {
+					t.Errorf("Apply changed the row it was given: its reports %v became %v", kept, before.points)
+				}
+			}
+			if math.Abs(r.SamplesPerSec-c.want) > 1e-9 {
+				t.Errorf("samples/s %v, want %v", r.SamplesPerSec, c.want)
+			}
+		})
+	}
+}
+
+// TestPanelSameJobSameRate feeds the panel what two identical workers of one job print
+// (the job's samples, each on its own clock and at its own moments, one lagging a step
+// behind) while the job speeds up from 500 to 1000 samples/s halfway: both show the last
+// 10 s's 1000, not the 750 since the start nor each other's moment.
+func TestPanelSameJobSameRate(t *testing.T) {
+	install(t, false)
+	p := NewPanel("job", nil)
+	samples := func(at float64) float64 { // the job's count at a time
+		if at <= 15 {
+			return 500 * at
+		}
+		return 7500 + 1000*(at-15)
+	}
+	line := func(worker int, at, lag float64) string {
+		return fmt.Sprintf("[worker %d] %s{\"epoch\":1,\"epochs\":9,\"step\":1,\"steps\":16,\"samples\":%.0f,\"time\":%.3f}",
+			worker, PanelLinePrefix, samples(at-lag), at)
+	}
+	for at := 0.5; at <= 30; at += 0.5 {
+		p.Line(line(0, at, 0))
+		p.Line(line(1, at-0.27, 0.2))
+	}
+	rows := p.Snapshot().Rows
+	for _, r := range rows {
+		if math.Abs(r.SamplesPerSec-1000) > 50 {
+			t.Errorf("%s: samples/s %.1f, want within 5%% of 1000", r.Task, r.SamplesPerSec)
+		}
 	}
 }
