@@ -34,7 +34,6 @@ type rewriteEnv struct {
 // rewriteChunk returns the chunk's text with the constructs yaegi cannot run rewritten into
 // ones it can. Line breaks are kept, so positions in the result name the cell's lines:
 //
-//   - for i := range n (n an integer)  -> for i, _godistN := 0, (n); i < _godistN; i++
 //   - go f(x)                          -> { _godistA0 := x; go func() { defer recover...; f(_godistA0) }() }
 //   - go func(...) {...}(...)          -> the literal gets a deferred recover first
 //   - min(...), max(...)               -> the prelude's generic _godistMin / _godistMax
@@ -494,20 +493,6 @@ func (r *rewriter) rangeStmt(n *ast.RangeStmt) error {
 	if id, ok := n.X.(*ast.Ident); ok && r.ints[id.Name] == 0 && r.env.globalKind != nil && r.env.globalKind(id.Name) == "func" {
 		return fmt.Errorf("%s: range over the function %s is not supported by the interpreter: call it with a yield function instead", r.position(n), id.Name)
 	}
-	if !r.intLike(n.X) || (n.Key != nil && n.Tok != token.DEFINE) || n.Value != nil {
-		return nil
-	}
-	key := "_godistI"
-	if id, ok := n.Key.(*ast.Ident); ok && id.Name != "_" {
-		key = id.Name
-		if t, ok := r.renamed[id]; ok {
-			key = t
-		}
-	}
-	x := n.X
-	r.edits = append(r.edits, edit{r.off(n.For), r.off(n.Body.Lbrace), func() string {
-		return fmt.Sprintf("for %s, _godistN := 0, (%s); %s < _godistN; %s++ ", key, r.src(x), key, key)
-	}})
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/traefik/yaegi/stdlib"
 	"github.com/traefik/yaegi/stdlib/unrestricted"
 
+	"godist/internal/memlimit"
 	"godist/interp/symbols"
 )
 
@@ -191,6 +192,9 @@ func (s *Session) newInterpreter(extra ...yaegi.Exports) (*yaegi.Interpreter, er
 		Env:          os.Environ(),
 		Unrestricted: true,
 		Args:         []string{"godist-cell"},
+		AllocCheck: func(what string, count, size int) error {
+			return memlimit.CheckElems(what, count, size)
+		},
 	})
 	for _, e := range append(s.symbolTables(), extra...) {
 		if err := yi.Use(e); err != nil {

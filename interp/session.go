@@ -11,8 +11,8 @@
 // A call with several results shows them as a tuple, `(12, <nil>)`, strings quoted; a nil
 // error or nil interface (display.JSON's result) shows nothing, as Python's None.
 //
-// Before evaluation the session rewrites what yaegi cannot run: `for i := range n` over an
-// integer, `min`, `max` and `clear`, and every `go` statement (the goroutine recovers its
+// Before evaluation the session rewrites what yaegi cannot run: `min`, `max` and `clear`,
+// and every `go` statement (the goroutine recovers its
 // panic and reports it as the cell's error). A top-level loop, if, switch, select or block
 // that defines several variables from one value (`a, err := f()`, `v, ok := m[k]`, which
 // yaegi leaves undefined there) runs inside a function literal; a top-level call of a
@@ -71,6 +71,7 @@ import (
 
 	"godist/distlib/cell"
 	"godist/distlib/display"
+	"godist/internal/memlimit"
 )
 
 // Options configures a Session.
@@ -370,11 +371,43 @@ func panicError(r any, where string, frames []string) *EvalError {
 	if e, ok := r.(error); ok && errors.As(e, &exit) {
 		return newEvalError("ExitError", exit.Error())
 	}
-	value := fmt.Sprint(r)
+	var tooLarge *memlimit.Error
+	if e, ok := r.(error); ok && errors.As(e, &tooLarge) {
+		return &EvalError{Name: "MemoryError", Value: tooLarge.Error(), Traceback: append([]string{"MemoryError: " + tooLarge.Error()}, elideFrames(frames)...)}
+	}
+	value := goPanicText(fmt.Sprint(r))
 	if where != "" {
 		value += " (in a " + strings.TrimSpace(where) + ")"
 	}
 	return &EvalError{Name: "panic", Value: value, Traceback: append([]string{"panic: " + value}, elideFrames(frames)...)}
+}
+
+// reflectPanics maps the panics of reflect that the interpreter lets through to what Go's
+// runtime says for the same mistake.
+var reflectPanics = []struct{ prefix, goText string }{
+	{"reflect: call of reflect.Value.", "runtime error: invalid memory address or nil pointer dereference"},
+	{"reflect: indirection through nil pointer", "runtime error: invalid memory address or nil pointer dereference"},
+	{"reflect.Value.Slice: slice index out of bounds", "runtime error: slice bounds out of range"},
+	{"reflect: slice index out of range", "runtime error: index out of range"},
+	{"reflect: array index out of range", "runtime error: index out of range"},
+	{"reflect: string index out of range", "runtime error: index out of range"},
+	{"reflect.MakeSlice: negative len", "runtime error: makeslice: len out of range"},
+	{"reflect.MakeSlice: negative cap", "runtime error: makeslice: cap out of range"},
+	{"reflect.MakeSlice: len > cap", "runtime error: makeslice: cap out of range"},
+}
+
+// goPanicText returns a panic's text as Go would print it: reflect's own wording for a nil
+// dereference or a bad bound becomes the runtime's.
+func goPanicText(text string) string {
+	for _, p := range reflectPanics {
+		if strings.HasPrefix(text, p.prefix) {
+			if p.prefix == "reflect: call of reflect.Value." && !strings.HasSuffix(text, "on zero Value") {
+				continue
+			}
+			return p.goText
+		}
+	}
+	return text
 }
 
 // elideFrames shortens a deep trace (unbounded recursion) to its innermost and outermost

@@ -89,10 +89,10 @@ func TestRewrite(t *testing.T) {
 		not        []string
 		err        string
 	}{
-		{name: "range over literal", code: "for i := range 10 {\n\tprintln(i)\n}", want: []string{"for i, _godistN := 0, (10); i < _godistN; i++ {", "{ for"}},
-		{name: "range over global int", code: "for range n {}", want: []string{"_godistI < _godistN"}},
-		{name: "range over len", code: "for i := range len(xs) {}", want: []string{"(len(xs))"}},
-		{name: "range over local int param", code: "func f(k int) {\n\tfor j := range k {\n\t}\n}", want: []string{"for j, _godistN := 0, (k)"}},
+		// yaegi runs a range over an integer itself (third_party/yaegi, rangeInt): left as written.
+		{name: "range over literal", code: "for i := range 10 {\n\tprintln(i)\n}", want: []string{"for i := range 10 {", "{ for"}},
+		{name: "range over global int", code: "for range n {}", want: []string{"for range n {}"}},
+		{name: "range over local int param", code: "func f(k int) {\n\tfor j := range k {\n\t}\n}", want: []string{"for j := range k"}},
 		{name: "range over slice untouched", code: "for i := range xs {}", want: []string{"for i := range xs"}},
 		{name: "range over func literal", code: "for x := range func(yield func(int) bool) {} {}", err: "range over a function"},
 		{name: "range over func global", code: "for x := range seq {}", err: "range over the function seq"},

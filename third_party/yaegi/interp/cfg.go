@@ -151,6 +151,23 @@ func (interp *Interpreter) cfg(root *node, sc *scope, importPath, pkgName string
 						k, o = n.anc.child[0], n.anc.child[1]
 					}
 
+					switch {
+					case isInt(o.typ.TypeOf()):
+						// godist patch: range over an integer (Go 1.22), counting from 0 to
+						// o's value; two frame slots before the key hold the counter and the
+						// limit, the key gets the integer's type (int for an untyped constant).
+						if v != nil {
+							err = n.cfgErrorf("range over %s permits only one iteration variable", o.typ.id())
+							return false
+						}
+						n.anc.gen = rangeInt
+						sc.add(sc.getType("int")) // counter
+						sc.add(sc.getType("int")) // limit
+						ktyp = o.typ
+						if o.typ.untyped {
+							ktyp = sc.getType("int")
+						}
+					}
 					switch o.typ.cat {
 					case valueT, linkedT:
 						typ := o.typ.rtype

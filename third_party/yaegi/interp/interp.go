@@ -224,6 +224,7 @@ type opt struct {
 	fastChan     bool              // disable cancellable chan operations
 	specialStdio bool              // allows os.Stdin, os.Stdout, os.Stderr to not be file descriptors
 	unrestricted bool              // allow use of non-sandboxed symbols
+	allocCheck   func(what string, count, elemSize int) error
 }
 
 // Interpreter contains global resources and state.
@@ -366,6 +367,12 @@ type Options struct {
 
 	// Unrestricted allows to run non sandboxed stdlib symbols such as os/exec and environment
 	Unrestricted bool
+
+	// AllocCheck, when set, is asked before make allocates count elements of elemSize
+	// bytes (what describes the call, e.g. "make([]float32, 1024)"); an error it returns
+	// is the panic value of the make (godist patch: a cell asking for more memory than the
+	// process may use fails instead of ending the process).
+	AllocCheck func(what string, count, elemSize int) error
 }
 
 // New returns a new interpreter.
@@ -400,6 +407,8 @@ func New(options Options) *Interpreter {
 	if i.opt.args = options.Args; i.opt.args == nil {
 		i.opt.args = os.Args
 	}
+
+	i.opt.allocCheck = options.AllocCheck
 
 	// unrestricted allows to use non sandboxed stdlib symbols and env.
 	if options.Unrestricted {

@@ -1821,6 +1821,15 @@ func (e indexError) Error() string {
 // RuntimeError marks indexError as a runtime.Error.
 func (indexError) RuntimeError() {}
 
+// runtimeError is a runtime panic worded like Go's: "runtime error: " and the text
+// (godist patch).
+type runtimeError string
+
+func (e runtimeError) Error() string { return "runtime error: " + string(e) }
+
+// RuntimeError marks runtimeError as a runtime.Error.
+func (runtimeError) RuntimeError() {}
+
 // indexChecked is v.Index(i) with Go's bounds check and message (godist patch).
 func indexChecked(v reflect.Value, i int) reflect.Value {
 	switch v.Kind() {
@@ -2957,6 +2966,49 @@ func _range(n *node) {
 	}
 }
 
+// rangeInt runs a range over an integer (godist patch): the counter goes from 0 to the
+// limit evaluated once, and each iteration sets the key from it, so that a body assigning
+// the key does not change the iterations (Go 1.22).
+func rangeInt(n *node) {
+	index0 := n.child[0].findex // key
+	index2 := index0 - 1        // limit
+	index3 := index0 - 2        // counter
+	fnext := getExec(n.fnext)
+	tnext := getExec(n.tnext)
+	value := genValue(n.child[1])
+	unsigned := isUint(n.child[0].typ.TypeOf())
+
+	n.exec = func(f *frame) bltn {
+		c := f.data[index3].Int() + 1
+		if c >= f.data[index2].Int() {
+			return fnext
+		}
+		f.data[index3].SetInt(c)
+		if unsigned {
+			f.data[index0].SetUint(uint64(c))
+		} else {
+			f.data[index0].SetInt(c)
+		}
+		return tnext
+	}
+
+	// Init sequence
+	next := n.exec
+	n.child[0].exec = func(f *frame) bltn {
+		v := value(f)
+		var limit int64
+		switch {
+		case v.CanInt():
+			limit = v.Int()
+		case v.CanUint():
+			limit = int64(min(v.Uint(), 1<<63-1))
+		}
+		f.data[index2].SetInt(limit)
+		f.data[index3].SetInt(-1)
+		return next
+	}
+}
+
 func rangeChan(n *node) {
 	i := n.child[0].findex        // element index location in frame
 	value := genValue(n.child[1]) // chan
@@ -3510,6 +3562,7 @@ func _make(n *node) {
 	typ := n.child[1].typ.frameType()
 	dest := genValueOutput(n, typ)
 
+	check := n.interp.opt.allocCheck
 	switch typ.Kind() {
 	case reflect.Array, reflect.Slice:
 		value := genValue(n.child[2])
@@ -3517,14 +3570,17 @@ func _make(n *node) {
 		switch len(n.child) {
 		case 3:
 			n.exec = func(f *frame) bltn {
-				length := int(vInt(value(f)))
-				dest(f).Set(reflect.MakeSlice(typ, length, length))
+				length := vInt(value(f))
+				makeSliceCheck(check, typ, length, length, false)
+				dest(f).Set(reflect.MakeSlice(typ, int(length), int(length)))
 				return next
 			}
 		case 4:
 			value1 := genValue(n.child[3])
 			n.exec = func(f *frame) bltn {
-				dest(f).Set(reflect.MakeSlice(typ, int(vInt(value(f))), int(vInt(value1(f)))))
+				length, capacity := vInt(value(f)), vInt(value1(f))
+				makeSliceCheck(check, typ, length, capacity, true)
+				dest(f).Set(reflect.MakeSlice(typ, int(length), int(capacity)))
 				return next
 			}
 		}
@@ -3558,6 +3614,32 @@ func _make(n *node) {
 				return next
 			}
 		}
+	}
+}
+
+// makeSliceCheck panics as Go's runtime does for a make of a slice with a negative or
+// too large length or capacity, and with the error of check (the interpreter's AllocCheck
+// option) when the slice would not fit in memory (godist patch; reflect.MakeSlice panicked
+// with "reflect.MakeSlice: negative len", and a huge slice ended the process).
+func makeSliceCheck(check func(string, int, int) error, typ reflect.Type, length, capacity int64, withCap bool) {
+	if length < 0 || int64(int(length)) != length {
+		panic(runtimeError("makeslice: len out of range"))
+	}
+	if capacity < 0 || int64(int(capacity)) != capacity {
+		panic(runtimeError("makeslice: cap out of range"))
+	}
+	if length > capacity {
+		panic(runtimeError("makeslice: cap out of range"))
+	}
+	if check == nil {
+		return
+	}
+	what := fmt.Sprintf("make(%s, %d)", typ, length)
+	if withCap {
+		what = fmt.Sprintf("make(%s, %d, %d)", typ, length, capacity)
+	}
+	if err := check(what, int(capacity), int(typ.Elem().Size())); err != nil {
+		panic(err)
 	}
 }
 
@@ -3910,6 +3992,51 @@ func _select(n *node) {
 	}
 }
 
+// sliceChecked is a.Slice(low, high) with Go's bounds checks and messages (godist patch:
+// reflect panicked with "reflect.Value.Slice: slice index out of bounds"). hasHigh tells
+// a[low:high] from a[low:].
+func sliceChecked(a reflect.Value, low, high int, hasHigh bool) reflect.Value {
+	bound, what := a.Len(), "length"
+	if a.Kind() == reflect.Slice {
+		bound, what = a.Cap(), "capacity"
+	}
+	switch {
+	case hasHigh && high < 0:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [:%d]", high)))
+	case hasHigh && high > bound:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [:%d] with %s %d", high, what, bound)))
+	case low < 0:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [%d:]", low)))
+	case low > high:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [%d:%d]", low, high)))
+	}
+	return a.Slice(low, high)
+}
+
+// slice3Checked is a.Slice3(low, high, max) with Go's bounds checks and messages (godist
+// patch).
+func slice3Checked(a reflect.Value, low, high, max int) reflect.Value {
+	bound, what := a.Len(), "length"
+	if a.Kind() == reflect.Slice {
+		bound, what = a.Cap(), "capacity"
+	}
+	switch {
+	case max < 0:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [::%d]", max)))
+	case max > bound:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [::%d] with %s %d", max, what, bound)))
+	case high < 0:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [:%d:]", high)))
+	case high > max:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [:%d:%d]", high, max)))
+	case low < 0:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [%d::]", low)))
+	case low > high:
+		panic(runtimeError(fmt.Sprintf("slice bounds out of range [%d:%d:]", low, high)))
+	}
+	return a.Slice3(low, high, max)
+}
+
 // slice expression: array[low:high:max].
 func slice(n *node) {
 	i := n.findex
@@ -3922,7 +4049,7 @@ func slice(n *node) {
 	case 2:
 		n.exec = func(f *frame) bltn {
 			a := value0(f)
-			getFrame(f, l).data[i] = a.Slice(int(vInt(value1(f))), a.Len())
+			getFrame(f, l).data[i] = sliceChecked(a, int(vInt(value1(f))), a.Len(), false)
 			return next
 		}
 	case 3:
@@ -3930,7 +4057,7 @@ func slice(n *node) {
 
 		n.exec = func(f *frame) bltn {
 			a := value0(f)
-			getFrame(f, l).data[i] = a.Slice(int(vInt(value1(f))), int(vInt(value2(f))))
+			getFrame(f, l).data[i] = sliceChecked(a, int(vInt(value1(f))), int(vInt(value2(f))), true)
 			return next
 		}
 	case 4:
@@ -3939,7 +4066,7 @@ func slice(n *node) {
 
 		n.exec = func(f *frame) bltn {
 			a := value0(f)
-			getFrame(f, l).data[i] = a.Slice3(int(vInt(value1(f))), int(vInt(value2(f))), int(vInt(value3(f))))
+			getFrame(f, l).data[i] = slice3Checked(a, int(vInt(value1(f))), int(vInt(value2(f))), int(vInt(value3(f))))
 			return next
 		}
 	}
@@ -3963,7 +4090,7 @@ func slice0(n *node) {
 		value1 := genValue(n.child[1])
 		n.exec = func(f *frame) bltn {
 			a := value0(f)
-			getFrame(f, l).data[i] = a.Slice(0, int(vInt(value1(f))))
+			getFrame(f, l).data[i] = sliceChecked(a, 0, int(vInt(value1(f))), true)
 			return next
 		}
 	case 3:
@@ -3971,7 +4098,7 @@ func slice0(n *node) {
 		value2 := genValue(n.child[2])
 		n.exec = func(f *frame) bltn {
 			a := value0(f)
-			getFrame(f, l).data[i] = a.Slice3(0, int(vInt(value1(f))), int(vInt(value2(f))))
+			getFrame(f, l).data[i] = slice3Checked(a, 0, int(vInt(value1(f))), int(vInt(value2(f))))
 			return next
 		}
 	}
