@@ -260,12 +260,105 @@ func (b *base) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tens
 func (b *base) ExperimentalLocalResults(v *PerReplica) []*tensor.Tensor { return v.Values() }
 
 // Reduce combines the per-replica values with op, across local replicas and workers.
-func (b *base) Reduce(op ReduceOp, v *PerReplica, axis int) *tensor.Tensor {
-	out, err := b.reduce(op, v, axis)
+//
+// A non-distributed value v (a *tensor.Tensor, float64, float32 or int) is reduced as
+// TensorFlow's strategy.reduce does (reduce_non_distributed_value): with axis -1, a
+// number equal to 0 gives 0; MEAN gives v; SUM gives v when the worker has one replica
+// (the default strategy, OneDeviceStrategy, ParameterServerStrategy on a CPU) and panics
+// with ErrNonDistributedReduce across several (MirroredStrategy on 2 devices), as TF's
+// ValueError; across several MultiWorkerMirrored workers each worker's v is one term of
+// the sum (MEAN divides by the workers). With axis k >= 0 every replica holds v, so SUM
+// gives the replicas' count times v summed along k and MEAN its mean along k.
+func (b *base) Reduce(op ReduceOp, v any, axis int) *tensor.Tensor {
+	var out *tensor.Tensor
+	var err error
+	if pr, ok := v.(*PerReplica); ok {
+		out, err = b.reduce(op, pr, axis)
+	} else {
+		out, err = b.reducePlain(op, v, axis)
+	}
 	if err != nil {
 		panic(err)
 	}
 	return out
+}
+
+// plainTensor converts a non-distributed value to a tensor; isZero reports a number (not a
+// tensor) equal to 0, which TensorFlow reduces to 0 whatever the op.
+func plainTensor(v any) (t *tensor.Tensor, isZero bool, err error) {
+	switch x := v.(type) {
+	case *tensor.Tensor:
+		if x == nil {
+			return nil, false, fmt.Errorf("%w: Reduce of a nil tensor", ErrReplicas)
+		}
+		return x, false, nil
+	case float64:
+		return tensor.Scalar(float32(x)), x == 0, nil
+	case float32:
+		return tensor.Scalar(x), x == 0, nil
+	case int:
+		return tensor.Scalar(float32(x)), x == 0, nil
+	case int64:
+		return tensor.Scalar(float32(x)), x == 0, nil
+	case int32:
+		return tensor.Scalar(float32(x)), x == 0, nil
+	case *tensor.Variable:
+		if x == nil {
+			return nil, false, fmt.Errorf("%w: Reduce of a nil variable", ErrReplicas)
+		}
+		return x.Value(), false, nil
+	case nil:
+		return nil, false, fmt.Errorf("%w: Reduce of nil: pass the *PerReplica that strategy.Run returns", ErrReplicas)
+	case *PerReplica:
+		return nil, false, fmt.Errorf("%w: Reduce of a nil *PerReplica", ErrReplicas)
+	}
+	return nil, false, fmt.Errorf("distribute: Reduce of a %T: pass the *PerReplica that strategy.Run returns, "+
+		"or a non-distributed *tensor.Tensor, float64, float32 or int", v)
+}
+
+// reducePlain reduces a non-distributed value (see Reduce).
+func (b *base) reducePlain(op ReduceOp, v any, axis int) (*tensor.Tensor, error) {
+	c, err := op.canonical()
+	if err != nil {
+		return nil, err
+	}
+	t, isZero, err := plainTensor(v)
+	if err != nil {
+		return nil, err
+	}
+	if axis >= 0 {
+		// TF runs the reduction along axis on every replica (each holds v), then reduces
+		// the replicas' results.
+		copies := make([]*tensor.Tensor, len(b.devices))
+		for i := range copies {
+			copies[i] = t
+		}
+		return b.reduce(c, NewPerReplica(copies...), axis)
+	}
+	if axis < -1 {
+		return nil, fmt.Errorf("distribute: Reduce axis %d: use -1 (none) or a dimension index", axis)
+	}
+	if b.remote != nil {
+		// Several workers: each worker's value is one term, as TF's collective reduce of
+		// a tensor on one device per worker.
+		out, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{t})
+		if err != nil {
+			return nil, err
+		}
+		if c.isMean() {
+			return scaleData(out[0], 1/float32(max(1, b.workers))), nil
+		}
+		return out[0], nil
+	}
+	switch {
+	case isZero:
+		return tensor.Scalar(0), nil
+	case c.isMean(), len(b.devices) == 1:
+		return t, nil
+	}
+	return nil, fmt.Errorf("%w: Reduce(%s, %v, -1) under %s with %d replicas: a value that is not per replica "+
+		"would be counted once per replica (TensorFlow raises ValueError here): reduce the *PerReplica that "+
+		"strategy.Run returns, or use \"MEAN\"", ErrNonDistributedReduce, c, v, b.name, len(b.devices))
 }
 
 func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, error) {

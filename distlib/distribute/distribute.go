@@ -65,7 +65,10 @@ type Strategy interface {
 	// Reduce combines the per-replica values v with op. With axis -1 the values are
 	// combined element-wise; with axis k >= 0 each value is also reduced along axis k
 	// (ReduceMean then averages over all the elements of that axis across replicas).
-	Reduce(op ReduceOp, v *PerReplica, axis int) *tensor.Tensor
+	// v is a *PerReplica (what Run returns) or, as TensorFlow accepts, a non-distributed
+	// value (a *tensor.Tensor, float64, float32 or int) that every replica holds alike:
+	// see Reduce on the strategies for what that gives.
+	Reduce(op ReduceOp, v any, axis int) *tensor.Tensor
 	// ExperimentalDistributeDataset splits each global batch of ds across the replicas.
 	ExperimentalDistributeDataset(ds *data.Dataset) *DistributedDataset
 	// DistributeDatasetsFromFunction calls fn once per input pipeline (worker); each
@@ -165,6 +168,9 @@ var (
 	ErrReduceOp = errors.New("distribute: unknown reduce op")
 	// ErrReplicas reports values whose number of replicas does not match the strategy's.
 	ErrReplicas = errors.New("distribute: wrong number of replicas")
+	// ErrNonDistributedReduce reports a Reduce with SUM of a non-distributed value across
+	// several replicas, which TensorFlow refuses (ValueError) as ill-defined.
+	ErrNonDistributedReduce = errors.New("distribute: a non-distributed value cannot be reduced with SUM across several replicas")
 	// ErrReplicaFailed reports a replica function that panicked or returned an error.
 	ErrReplicaFailed = errors.New("distribute: replica failed")
 	// ErrBatchSize reports a batch size that cannot be split as asked.

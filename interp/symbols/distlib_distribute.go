@@ -33,6 +33,7 @@ func init() {
 		"ErrCoordinatorClosed":           reflect.ValueOf(&distribute.ErrCoordinatorClosed).Elem(),
 		"ErrDevice":                      reflect.ValueOf(&distribute.ErrDevice).Elem(),
 		"ErrMixedStrategies":             reflect.ValueOf(&distribute.ErrMixedStrategies).Elem(),
+		"ErrNonDistributedReduce":        reflect.ValueOf(&distribute.ErrNonDistributedReduce).Elem(),
 		"ErrPSFailed":                    reflect.ValueOf(&distribute.ErrPSFailed).Elem(),
 		"ErrPSLocalUpdate":               reflect.ValueOf(&distribute.ErrPSLocalUpdate).Elem(),
 		"ErrPartitioner":                 reflect.ValueOf(&distribute.ErrPartitioner).Elem(),
@@ -186,7 +187,7 @@ type _godist_distlib_distribute_Coordinated struct {
 	WNewVariable                    func(name string, init *tensor.Tensor, trainable bool) *distribute.ShardedVariable
 	WNumReplicasInSync              func() int
 	WNumWorkers                     func() int
-	WReduce                         func(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor
+	WReduce                         func(op distribute.ReduceOp, v any, axis int) *tensor.Tensor
 	WRemoteWorkers                  func() bool
 	WRun                            func(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
 	WRunContext                     func(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
@@ -253,7 +254,7 @@ func (W _godist_distlib_distribute_Coordinated) NumReplicasInSync() int {
 func (W _godist_distlib_distribute_Coordinated) NumWorkers() int {
 	return W.WNumWorkers()
 }
-func (W _godist_distlib_distribute_Coordinated) Reduce(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor {
+func (W _godist_distlib_distribute_Coordinated) Reduce(op distribute.ReduceOp, v any, axis int) *tensor.Tensor {
 	return W.WReduce(op, v, axis)
 }
 func (W _godist_distlib_distribute_Coordinated) RemoteWorkers() bool {
@@ -359,7 +360,7 @@ type _godist_distlib_distribute_Strategy struct {
 	WExtendedWorker                 func() (index int, count int)
 	WName                           func() string
 	WNumReplicasInSync              func() int
-	WReduce                         func(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor
+	WReduce                         func(op distribute.ReduceOp, v any, axis int) *tensor.Tensor
 	WRun                            func(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
 	WRunContext                     func(ctx context.Context, fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica
 	WScope                          func(fn func())
@@ -407,7 +408,7 @@ func (W _godist_distlib_distribute_Strategy) Name() string {
 func (W _godist_distlib_distribute_Strategy) NumReplicasInSync() int {
 	return W.WNumReplicasInSync()
 }
-func (W _godist_distlib_distribute_Strategy) Reduce(op distribute.ReduceOp, v *distribute.PerReplica, axis int) *tensor.Tensor {
+func (W _godist_distlib_distribute_Strategy) Reduce(op distribute.ReduceOp, v any, axis int) *tensor.Tensor {
 	return W.WReduce(op, v, axis)
 }
 func (W _godist_distlib_distribute_Strategy) Run(fn func(ctx *distribute.ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *distribute.DistributedValue) *distribute.PerReplica {
