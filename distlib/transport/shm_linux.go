@@ -17,7 +17,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-const shmDir = "/dev/shm"
+// shmDir holds the regions' files; a variable so that tests can take the path of a machine
+// without /dev/shm.
+var shmDir = "/dev/shm"
 
 // mapOwn creates this rank's region: a file in /dev/shm of shmHeader+bytes bytes (sparse),
 // mapped read-write, its header written. Its arena commits pages with fallocate, so that a

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -283,4 +284,12 @@ func TestGRPCSharedMemoryFull(t *testing.T) {
 	if off, ok := sm.Offset(b); !ok || off != 0 {
 		t.Errorf("Offset after a failed commit = %d, %v; want 0 (nothing lost)", off, ok)
 	}
+}
+
+// hideShm points the regions at a directory that does not exist, as on a machine without
+// /dev/shm, until the test ends.
+func hideShm(t *testing.T) {
+	old := shmDir
+	shmDir = filepath.Join(t.TempDir(), "no-shm")
+	t.Cleanup(func() { shmDir = old })
 }
