@@ -373,3 +373,15 @@ func ComputeAverageLoss(perExample *tensor.Tensor, globalBatchSize int) *tensor.
 	}
 	return tensor.Scale(tensor.ReduceSum(perExample), 1/float32(globalBatchSize))
 }
+
+// ScaleRegularizationLoss divides a regularization loss by the current strategy's
+// NumReplicasInSync, like tf.nn.scale_regularization_loss: added to every replica's
+// ComputeAverageLoss, the replicas' gradients then sum to the penalty's gradient once.
+// tf.nn.scale_regularization_loss(tf.add_n(model.losses)) is
+// distribute.ScaleRegularizationLoss(tensor.AddN(model.Losses()...)).
+func ScaleRegularizationLoss(regularizationLoss *tensor.Tensor) *tensor.Tensor {
+	if regularizationLoss == nil {
+		panic(fmt.Errorf("%w: ScaleRegularizationLoss of a nil tensor", ErrBatchSize))
+	}
+	return tensor.Scale(regularizationLoss, 1/float32(max(1, GetStrategy().NumReplicasInSync())))
+}

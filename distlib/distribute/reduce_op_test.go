@@ -130,3 +130,19 @@ func TestReduceNonDistributedUnderPS(t *testing.T) {
 		t.Errorf("ParameterServerStrategy.Reduce(SUM, 1.0, -1) = %v, want 1", got)
 	}
 }
+
+// TestScaleRegularizationLoss: tf.nn.scale_regularization_loss divides by the replicas in
+// sync of the current strategy.
+func TestScaleRegularizationLoss(t *testing.T) {
+	splitCPU(t, 2)
+	if got := ScaleRegularizationLoss(tensor.Scalar(3)).Item(); got != 3 {
+		t.Errorf("outside any scope: %v, want 3", got)
+	}
+	s := NewMirroredStrategy(WithDevices(cpu(0), cpu(1)))
+	out := s.Run(func(ctx *ReplicaContext, _ data.Element) *tensor.Tensor {
+		return ScaleRegularizationLoss(tensor.Scalar(3))
+	}, nil)
+	if got := s.Reduce(ReduceSum, out, -1).Item(); got != 3 {
+		t.Errorf("summed over 2 replicas: %v, want the penalty once (3)", got)
+	}
+}

@@ -1,6 +1,9 @@
 package tensor
 
-import "math"
+import (
+	"math"
+	"strings"
+)
 
 // binary op codes for the broadcasting kernel.
 const (
@@ -11,9 +14,11 @@ const (
 	opMax
 	opEq
 	opMin
+	opGt
+	opLt
 )
 
-var binaryNames = [...]string{"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Equal", "Minimum"}
+var binaryNames = [...]string{"AddV2", "Sub", "Mul", "RealDiv", "Maximum", "Equal", "Minimum", "Greater", "Less"}
 
 // broadcastShape returns the NumPy broadcast of two shapes.
 func broadcastShape(op string, a, b []int) []int {
@@ -88,6 +93,14 @@ func applyBinary(code int, x []float32, y []float32, z []float32, xs, ys int) {
 			for i := range z {
 				z[i] = min(x[i], y[i])
 			}
+		case opGt:
+			for i := range z {
+				z[i] = b2f(x[i] > y[i])
+			}
+		case opLt:
+			for i := range z {
+				z[i] = b2f(x[i] < y[i])
+			}
 		}
 	default:
 		for i := range z {
@@ -107,6 +120,10 @@ func applyBinary(code int, x []float32, y []float32, z []float32, xs, ys int) {
 				z[i] = b2f(a == b)
 			case opMin:
 				z[i] = min(a, b)
+			case opGt:
+				z[i] = b2f(a > b)
+			case opLt:
+				z[i] = b2f(a < b)
 			}
 		}
 	}
@@ -199,7 +216,7 @@ func binary(code int, a, b *Tensor) *Tensor {
 	}
 	dev := place(binaryNames[code], a)
 	out := binaryRaw(code, a, b, dev)
-	if !tracked(a, b) || code == opEq {
+	if !tracked(a, b) || code == opEq || code == opGt || code == opLt {
 		return out
 	}
 	return record(out, func(g *Tensor, need []bool, _ gradDest) []*Tensor {
@@ -293,6 +310,50 @@ func ClipByValue(t *Tensor, lo, hi float32) *Tensor {
 
 // Equal returns 1 where a == b and 0 elsewhere, with broadcasting (not differentiable).
 func Equal(a, b *Tensor) *Tensor { return binary(opEq, a, b) }
+
+// Greater returns 1 where a > b and 0 elsewhere, with broadcasting, like tf.greater (whose
+// booleans are 1 and 0 here; not differentiable). tf.greater(pred, 0.5) is
+// tensor.Greater(pred, tensor.Scalar(0.5)).
+func Greater(a, b *Tensor) *Tensor { return binary(opGt, a, b) }
+
+// Less returns 1 where a < b and 0 elsewhere, with broadcasting, like tf.less.
+func Less(a, b *Tensor) *Tensor { return binary(opLt, a, b) }
+
+// AddN returns the sum of tensors of one shape, like tf.add_n (tf.add_n(model.losses) is
+// tensor.AddN(model.Losses()...)).
+func AddN(ts ...*Tensor) *Tensor {
+	if len(ts) == 0 {
+		panic(argErr("AddN", "no tensors to add (tf.add_n of an empty list fails too)"))
+	}
+	out := ts[0]
+	for i, t := range ts[1:] {
+		if t == nil || out == nil {
+			panic(argErr("AddN", "tensor %d is nil", i+1))
+		}
+		if !sameShape(out.shape, t.shape) {
+			panic(shapeErr("AddN", "tensor %d has shape %v, tensor 0 %v: add_n takes tensors of one shape", i+1, t.shape, ts[0].shape))
+		}
+		out = Add(out, t)
+	}
+	return out
+}
+
+// Cast converts t's values as tf.cast(t, dtype) does: to an integer type ("int64",
+// "int32", "int8", "uint8", ...) it truncates toward zero, to "bool" it gives 1 where t is
+// not 0, to a float type it keeps the values. Values stay float32 (the only element type):
+// tf.cast(tf.greater(pred, 0.5), tf.int64) is tensor.Cast(tensor.Greater(pred, tensor.Scalar(0.5)), "int64").
+func Cast(t *Tensor, dtype string) *Tensor {
+	d := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(dtype)), "tf.")
+	switch d {
+	case "float32", "float64", "float16", "bfloat16", "float", "double", "half":
+		return unary("Cast", t, func(x float32) float32 { return x }, func(_, _, g float32) float32 { return g })
+	case "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16", "uint8", "int":
+		return unary("Cast", t, func(x float32) float32 { return float32(math.Trunc(float64(x))) }, func(_, _, _ float32) float32 { return 0 })
+	case "bool":
+		return unary("Cast", t, func(x float32) float32 { return b2f(x != 0) }, func(_, _, _ float32) float32 { return 0 })
+	}
+	panic(argErr("Cast", "unknown dtype %q: write \"float32\", \"int64\", \"int32\" or \"bool\" (tensors hold float32 values)", dtype))
+}
 
 func negRaw(t *Tensor) *Tensor {
 	out := newOn(t.device, t.Shape())
