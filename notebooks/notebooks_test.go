@@ -125,19 +125,23 @@ func (c cell) Stream(name string) string {
 	return b.String()
 }
 
-// text returns what a reader sees of an output as plain text.
+// text returns what a reader sees of an output as plain text: colour codes (Keras' bar
+// draws with them) are not.
 func (o output) text() string {
 	switch o.Type {
 	case "stream":
-		return o.Text
+		return ansiColour.ReplaceAllString(o.Text, "")
 	case "error":
 		return o.EName + ": " + o.EValue + "\n" + strings.Join(o.Traceback, "\n")
 	}
 	if s, ok := o.Data["text/plain"]; ok {
-		return joinSource(s)
+		return ansiColour.ReplaceAllString(joinSource(s), "")
 	}
 	return ""
 }
+
+// ansiColour matches an ANSI SGR sequence (a colour or bold on, or off).
+var ansiColour = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
 // Text returns all the plain text a cell printed or displayed. Each output starts on a new
 // line, as a front end shows it: a display's text does not run into the stream after it.

@@ -179,7 +179,7 @@ history := model.Fit(x, y, keras.BatchSize(32), keras.Epochs(3))
 losses := history.History["loss"]
 fmt.Println("loss decreases:", losses[2] < losses[1] && losses[1] < losses[0])`,
 		// 256 samples in batches of 32: 8 steps per epoch.
-		want: `(?s)^Epoch 1/3\n8/8 \[=+\].*Epoch 3/3\n8/8 \[=+\] .* - loss: [0-9.]+(e-[0-9]+)?\n.*loss decreases: true\n$`,
+		want: `(?s)^Epoch 1/3\n8/8 ━{20} .*Epoch 3/3\n8/8 ━{20} \d+s \d+[mu]?s/step - loss: [0-9.]+(e-[0-9]+)?\n.*loss decreases: true\n$`,
 	},
 	{
 		name: "000/mirrored-gpu-devices",

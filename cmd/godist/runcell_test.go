@@ -109,7 +109,7 @@ x := tensor.RandomNormal([]int{256, 4}, 0, 1, 1)
 m := keras.Sequential(layers.Dense(1, layers.InputShape(4)))
 m.Compile(keras.SGD(0.01), keras.MeanSquaredError())
 m.Fit(data.FromTensorSlices(x, tensor.ReduceSum(x, 1)).Batch(32, false), keras.Epochs(2))
-`, []string{"[worker 0] Epoch 1/2\n[worker 0] 8/8 [====", "[worker 0] Epoch 2/2\n[worker 0] 8/8 [===="}, "",
+`, []string{"[worker 0] Epoch 1/2\n[worker 0] 8/8 ━━━━━━━━━━━━━━━━━━━━ ", "[worker 0] Epoch 2/2\n[worker 0] 8/8 ━━━━━━━━━━━━━━━━━━━━ "}, "",
 			map[string]int{"Epoch 1/2": 1, "Epoch 2/2": 1, "/step - loss": 2}},
 		{"compile error names the line", `%%distributed --workers 2
 x := undefinedThing + 1
@@ -203,7 +203,7 @@ m.Compile(keras.SGD(0.01), keras.MeanSquaredError())
 m.Fit(data.FromTensorSlices(x, tensor.ReduceSum(x, 1)).Batch(32, false), keras.Epochs(2))
 `, "", []*regexp.Regexp{
 			regexp.MustCompile(`(?m)^%%distributed --workers 2: done$`),
-			regexp.MustCompile(`(?m)^task +address +state +epoch +step +samples/s +last line$`),
+			regexp.MustCompile(`(?m)^task +address +state +epoch +step +samples/s \(last 10 s\) +last line$`),
 			regexp.MustCompile(`(?m)^worker 0 +127\.0\.0\.1:\d+ +exited +2/2 +8/8 +\d+\.\d +loss: \[`),
 			regexp.MustCompile(`(?m)^worker 1 +127\.0\.0\.1:\d+ +exited +2/2 +8/8 +\d+\.\d +loss: \[`),
 		}},
