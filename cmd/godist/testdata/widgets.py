@@ -5,6 +5,7 @@ updates, the display method, a button click as a custom message, Output capture,
 and Keras' Fit drawing its progress bar as widgets. As Notebook 6 does when it connects,
 each test first validates the version (protocol 1), except those about the front ends that
 never do; widgets2.py speaks protocol 2."""
+import re
 import time
 import unittest
 import uuid
@@ -26,6 +27,20 @@ ds := data.FromTensorSlices(x, y).Batch(64, false)
 model := keras.Sequential(layers.Dense(1, layers.InputShape(8)))
 model.Compile(keras.Adam(1e-2), keras.MeanSquaredError())
 h := model.Fit(ds, keras.Epochs(2))'''
+
+# FIT_PRINTS is FIT with a callback that prints at each epoch's end.
+FIT_PRINTS = FIT.replace('import (', 'import (\n    "fmt"', 1).replace(
+    "h := model.Fit(ds, keras.Epochs(2))",
+    'cb := keras.LambdaCallback{OnEpochEnd: func(e int, _ keras.Logs) { fmt.Println("callback after epoch", e+1) }}\n'
+    "h := model.Fit(ds, keras.Epochs(2), keras.Callbacks(cb))")
+
+# EPOCH_LINE is Keras 3's closing line of an epoch of FIT, its colour codes taken out.
+EPOCH_LINE = r"4/4 ━{20} \d+s \d+[mu]?s/step - loss: [0-9.]+(e-\d+)?"
+
+
+def plain(s):
+    """s without ANSI colour codes."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", s)
 
 
 class GodistWidgetTests(KernelCase):
@@ -188,29 +203,79 @@ class GodistWidgetTests(KernelCase):
         # After the cell, appended text goes to the widget: its model id is the parent.
         self.run_ok('out.AppendStdout("later\\n")')
 
+    def execute_all(self, code):
+        """Runs code and returns every iopub message until the cell's idle: also the output
+        published for an Output widget (its parent is the widget's model id)."""
+        msg_id = self.kc.execute(code)
+        out = []
+        while True:
+            m = self.kc.get_iopub_msg(timeout=TIMEOUT)
+            out.append(m)
+            if m["parent_header"].get("msg_id") == msg_id and m["msg_type"] == "status" and \
+                    m["content"]["execution_state"] == "idle":
+                break
+        reply = self.reply_to(msg_id)
+        self.assertEqual(reply["content"]["status"], "ok", reply["content"])
+        return msg_id, out
+
     def test_fit_progress_is_a_widget(self):
-        pub = self.run_ok(FIT)
+        # One box: the history (an Output) over the live row, the bar with the epoch as its
+        # description and the steps, time left and metrics beside it. The epochs' lines and
+        # what a callback prints at each epoch's end reach the history in that order; when
+        # Fit ends the live row goes and the history stays.
+        cell, pub = self.execute_all(FIT_PRINTS)
         opens = self.opens(pub)
-        self.assertIn("ProgressModel", opens)
-        self.assertIn("HTMLModel", opens)
+        for name in ("VBoxModel", "OutputModel", "HBoxModel", "ProgressModel", "HTMLModel"):
+            self.assertIn(name, opens)
+        box, out = opens["VBoxModel"]["comm_id"], opens["OutputModel"]["comm_id"]
         bar, text = opens["ProgressModel"]["comm_id"], opens["HTMLModel"]["comm_id"]
-        values = [d["state"]["value"] for d in self.comm_msgs(pub, bar) if "value" in d.get("state", {})]
-        self.assertEqual(values[-1], 4, values)
+        self.assertEqual(opens["VBoxModel"]["data"]["children"], ["IPY_MODEL_" + out, "IPY_MODEL_" + opens["HBoxModel"]["comm_id"]])
+        states = [d["state"] for d in self.comm_msgs(pub, bar) if d.get("method") == "update"]
+        self.assertEqual([s["description"] for s in states if "description" in s], ["Epoch 1/2", "Epoch 2/2"])
+        self.assertEqual([s["value"] for s in states if "value" in s][-1], 4)
         html = [d["state"]["value"] for d in self.comm_msgs(pub, text) if "value" in d.get("state", {})]
-        self.assertIn("Epoch 2/2", html[-1])
-        self.assertIn("loss: ", html[-1])
+        self.assertRegex(html[-1], r">4/4 \d+s \d+[mu]?s/step - loss: [0-9.]+(e-\d+)?</pre>$")
+        seq = []
+        for m in pub:
+            c, parent = m["content"], m["parent_header"].get("msg_id")
+            if m["msg_type"] == "comm_msg" and c["comm_id"] == out and "msg_id" in c["data"].get("state", {}):
+                seq.append("msg_id=" + ("cell" if c["data"]["state"]["msg_id"] == cell else c["data"]["state"]["msg_id"]))
+            elif m["msg_type"] == "stream":
+                to = {out: "history", cell: "cell"}.get(parent, parent)
+                seq.extend(to + ": " + plain(line) for line in c["text"].splitlines())
+        want = ["msg_id=cell", "history: Epoch 1/2", "history: " + EPOCH_LINE, "cell: callback after epoch 1",
+                "history: Epoch 2/2", "history: " + EPOCH_LINE, "cell: callback after epoch 2", "msg_id="]
+        self.assertEqual(len(seq), len(want), seq)
+        for got, w in zip(seq, want):
+            self.assertRegex(got, "^" + w + "$", seq)
+        children = [d["state"]["children"] for d in self.comm_msgs(pub, box) if "children" in d.get("state", {})]
+        self.assertEqual(children[-1], ["IPY_MODEL_" + out])
+        closed = {m["content"]["comm_id"] for m in pub if m["msg_type"] == "comm_close"}
+        self.assertTrue({bar, text, opens["HBoxModel"]["comm_id"]} <= closed, closed)
         shown = [m["content"]["data"] for m in pub if m["msg_type"] in ("display_data", "update_display_data")]
         self.assertEqual(len(shown), 1, shown)
         self.assertIn("application/vnd.jupyter.widget-view+json", shown[0])
 
     def test_fit_progress_is_text_without_widgets(self):
-        # A front end that never validated the widget version (console, nbconvert).
-        pub = self.run_ok(FIT)
+        # A front end that never validated the widget version (console, nbconvert): each
+        # epoch a display updated in place, which the callback's print follows.
+        pub = self.run_ok(FIT_PRINTS)
         self.assertEqual(self.opens(pub), {})
-        shown = [m["content"]["data"] for m in pub if m["msg_type"] in ("display_data", "update_display_data")]
-        self.assertTrue(shown)
-        self.assertIn("Epoch 2/2", shown[-1]["text/plain"])
-
+        area = []  # the output area as the front end keeps it: [display id, text]
+        for m in pub:
+            c = m["content"]
+            if m["msg_type"] == "display_data":
+                area.append([c.get("transient", {}).get("display_id"), c["data"]["text/plain"]])
+            elif m["msg_type"] == "update_display_data":
+                for o in area:
+                    if o[0] == c["transient"]["display_id"]:
+                        o[1] = c["data"]["text/plain"]
+            elif m["msg_type"] == "stream":
+                area.append([None, c["text"].rstrip("\n")])
+        text = "\n".join(plain(o[1]) for o in area)
+        self.assertRegex(text, "^Epoch 1/2\n" + EPOCH_LINE + "\ncallback after epoch 1\n"
+                         "Epoch 2/2\n" + EPOCH_LINE + "\ncallback after epoch 2$")
+        self.assertEqual(len({o[0] for o in area if o[0]}), 2, area)
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
