@@ -220,8 +220,10 @@ func (k *Kernel) Run(ctx context.Context) error {
 	start(func() { k.heartbeat() })
 	start(func() {
 		k.readLoop("shell", k.shell, func(m *Message) {
-			if m.Header.MsgType == "comm_msg" && k.urgentCommMsg(m) ||
-				m.Header.MsgType == "comm_open" && k.urgentCommOpen(m) {
+			// Urgent comms are served now while a cell runs; between cells, in order with
+			// busy/idle as every request.
+			if k.runningCell() != nil && (m.Header.MsgType == "comm_msg" && k.urgentCommMsg(m) ||
+				m.Header.MsgType == "comm_open" && k.urgentCommOpen(m)) {
 				return // handled now, beside the running cell
 			}
 			select {

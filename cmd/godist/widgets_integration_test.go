@@ -17,3 +17,11 @@ func TestKernelWidgets(t *testing.T) {
 func TestKernelPanel(t *testing.T) {
 	kernelRunScript(t, "testdata/panel.py")
 }
+
+// TestKernelWidgetsProtocol2 runs the widget protocol 2 tests through jupyter_client,
+// speaking as JupyterLab 4 (the control comm, ipywidgets 8 models, request_states,
+// echo_update), as VS Code (its cell ids, ipywidgets 7 models) and as a front end that
+// shows nothing (ipywidgets 7 models, Fit as text).
+func TestKernelWidgetsProtocol2(t *testing.T) {
+	kernelRunScript(t, "testdata/widgets2.py")
+}

@@ -15,10 +15,19 @@ import (
 func init() {
 	Symbols["godist/distlib/widgets/widgets"] = map[string]reflect.Value{
 		// function, constant and variable definitions
+		"ControlMessage":      reflect.ValueOf(widgets.ControlMessage),
+		"ControlOpened":       reflect.ValueOf(widgets.ControlOpened),
+		"ControlTargetName":   reflect.ValueOf(constant.MakeFromLiteral("\"jupyter.widget.control\"", token.STRING, 0)),
+		"CurrentDialect":      reflect.ValueOf(widgets.CurrentDialect),
 		"DisplayMessage":      reflect.ValueOf(widgets.DisplayMessage),
 		"ErrClosed":           reflect.ValueOf(&widgets.ErrClosed).Elem(),
+		"ExecuteMetadata":     reflect.ValueOf(widgets.ExecuteMetadata),
+		"FrontendSeen":        reflect.ValueOf(widgets.FrontendSeen),
 		"FrontendVersion":     reflect.ValueOf(constant.MakeFromLiteral("\"~2.1.4\"", token.STRING, 0)),
 		"FrontendVersionSeen": reflect.ValueOf(widgets.FrontendVersionSeen),
+		"Ipywidgets6":         reflect.ValueOf(&widgets.Ipywidgets6).Elem(),
+		"Ipywidgets7":         reflect.ValueOf(&widgets.Ipywidgets7).Elem(),
+		"Ipywidgets8":         reflect.ValueOf(&widgets.Ipywidgets8).Elem(),
 		"ModelModule":         reflect.ValueOf(constant.MakeFromLiteral("\"jupyter-js-widgets\"", token.STRING, 0)),
 		"NewButton":           reflect.ValueOf(widgets.NewButton),
 		"NewFitBar":           reflect.ValueOf(widgets.NewFitBar),
@@ -43,6 +52,7 @@ func init() {
 		"StateStopped":        reflect.ValueOf(widgets.StateStopped),
 		"TargetName":          reflect.ValueOf(constant.MakeFromLiteral("\"jupyter.widget\"", token.STRING, 0)),
 		"UpdateMessage":       reflect.ValueOf(widgets.UpdateMessage),
+		"VSCodeCellPrefix":    reflect.ValueOf(constant.MakeFromLiteral("\"vscode-notebook-cell:\"", token.STRING, 0)),
 		"VersionHello":        reflect.ValueOf(widgets.VersionHello),
 		"VersionReply":        reflect.ValueOf(widgets.VersionReply),
 		"VersionTargetName":   reflect.ValueOf(constant.MakeFromLiteral("\"jupyter.widget.version\"", token.STRING, 0)),
@@ -54,6 +64,7 @@ func init() {
 		"Button":        reflect.ValueOf((*widgets.Button)(nil)),
 		"Channel":       reflect.ValueOf((*widgets.Channel)(nil)),
 		"Child":         reflect.ValueOf((*widgets.Child)(nil)),
+		"Dialect":       reflect.ValueOf((*widgets.Dialect)(nil)),
 		"FitBar":        reflect.ValueOf((*widgets.FitBar)(nil)),
 		"FloatProgress": reflect.ValueOf((*widgets.FloatProgress)(nil)),
 		"Frontend":      reflect.ValueOf((*widgets.Frontend)(nil)),
@@ -109,15 +120,15 @@ func (W _godist_distlib_widgets_Child) ModelID() string {
 type _godist_distlib_widgets_Frontend struct {
 	IValue      interface{}
 	WCellID     func() string
-	WOpen       func(data map[string]any, r widgets.Receiver) (widgets.Channel, error)
+	WOpen       func(data map[string]any, metadata map[string]any, r widgets.Receiver) (widgets.Channel, error)
 	WPublishFor func(parentID string, msgType string, content map[string]any) error
 }
 
 func (W _godist_distlib_widgets_Frontend) CellID() string {
 	return W.WCellID()
 }
-func (W _godist_distlib_widgets_Frontend) Open(data map[string]any, r widgets.Receiver) (widgets.Channel, error) {
-	return W.WOpen(data, r)
+func (W _godist_distlib_widgets_Frontend) Open(data map[string]any, metadata map[string]any, r widgets.Receiver) (widgets.Channel, error) {
+	return W.WOpen(data, metadata, r)
 }
 func (W _godist_distlib_widgets_Frontend) PublishFor(parentID string, msgType string, content map[string]any) error {
 	return W.WPublishFor(parentID, msgType, content)
