@@ -224,6 +224,7 @@ func checkBatch(op string, x, y *tensor.Tensor) error {
 
 // shardStats computes the per-example losses, their sum and the metrics of one shard.
 func (m *Model) shardStats(metrics []*Metric, y, pred, perEx *tensor.Tensor) []float32 {
+	y = compiledLabels(y, pred)
 	out := make([]float32, 2+2*len(metrics))
 	for _, v := range perEx.Data() {
 		out[0] += v
@@ -300,7 +301,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		}
 		tape := tensor.NewGradientTape()
 		pred := m.forwardRead(c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue, reuse[r])
-		perEx := m.loss.PerExample(ys, pred)
+		perEx := m.compiledPerExample(ys, pred)
 		st := m.shardStats(metrics, ys, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(stepValuesOf(m.vars[c])), st, globalBatch)
 		// With several replicas the optimizer reads every replica's gradients (terms) from
@@ -424,7 +425,7 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 			xs = xs.To(devs[r])
 			ys := shards[r][1].To(devs[r])
 			pred := tensor.StopGradient(m.forward(m.copyFor(r), xs, false, 0))
-			st = m.shardStats(metrics, ys, pred, m.loss.PerExample(ys, pred))
+			st = m.shardStats(metrics, ys, pred, m.compiledPerExample(ys, pred))
 		}
 		perReplica[r] = []*tensor.Tensor{tensor.MustNew([]int{len(st)}, st)}
 		return nil

@@ -234,12 +234,33 @@ func (l *Loss) PerExample(yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 	panic(fmt.Errorf("%w: unknown loss %q", ErrInvalidArgument, l.name))
 }
 
+// compiledLabels is what a compiled model's loss and metrics (Fit, Evaluate) do to the
+// labels first, as tf.keras' compile_utils.match_dtype_and_rank: labels of rank 1 against
+// predictions of rank 2 become (batch, 1), so that each label is compared with every
+// column of its example's predictions (Dense(10) trained with "mse" on labels (batch)).
+// Labels are float32 like the predictions, so the dtype needs no cast.
+func compiledLabels(y, pred *tensor.Tensor) *tensor.Tensor {
+	if y != nil && pred != nil && y.Rank() == 1 && pred.Rank() == 2 {
+		return tensor.Reshape(y, y.Shape()[0], 1)
+	}
+	return y
+}
+
+// compiledPerExample is the compiled loss's per-example losses: the labels matched to the
+// predictions' rank (compiledLabels), then the loss's own rules.
+func (m *Model) compiledPerExample(y, pred *tensor.Tensor) *tensor.Tensor {
+	return m.loss.PerExample(compiledLabels(y, pred), pred)
+}
+
 // matchShape returns yTrue ready to broadcast against yPred, as Keras'
 // squeeze_or_expand_to_same_rank does: labels with one axis more than the predictions
 // whose last axis is 1 lose it; labels of rank 1 against predictions (batch, 1) gain it.
 // The shapes must then have the same rank and batch size, and every other axis equal or 1
-// on one side (Keras' broadcasting). Keras would also broadcast labels (batch) against
-// predictions (batch, k), aligning the batch with the classes: that is refused here.
+// on one side (Keras' broadcasting). A loss called directly with labels (batch) against
+// predictions (batch, k) would, in Keras, broadcast the batch against the k columns
+// (aligning examples with classes, or failing when batch != k): that is refused here with
+// the reshape to write; a compiled model's Fit and Evaluate expand such labels to
+// (batch, 1) first, as tf.keras does.
 func matchShape(name string, yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 	ts, ps := yTrue.Shape(), yPred.Shape()
 	if sameInts(ts, ps) {
@@ -258,6 +279,12 @@ func matchShape(name string, yTrue, yPred *tensor.Tensor) *tensor.Tensor {
 		ok = ts[i] == ps[i] || ts[i] == 1 || ps[i] == 1
 	}
 	if !ok {
+		if len(given) == 1 && len(ps) == 2 && given[0] == ps[0] {
+			panic(fmt.Errorf("%w: %s: labels of shape %v against predictions of shape %v: Keras would broadcast "+
+				"the %d examples against the %d columns; write tensor.Reshape(labels, %d, 1) to compare each label "+
+				"with its example's %d predictions (what Fit does), or give labels of shape %v",
+				ErrShape, name, given, ps, given[0], ps[1], given[0], ps[1], ps))
+		}
 		panic(fmt.Errorf("%w: %s: labels of shape %v do not broadcast against predictions of shape %v; "+
 			"give labels of shape %v, one per prediction value", ErrShape, name, given, ps, ps))
 	}

@@ -158,7 +158,7 @@ func (m *Model) meshTrainStep(ctx context.Context, x, y *tensor.Tensor, metrics 
 	res, err := m.engine.TrainStep(ctx, MeshStep{
 		X: x, Y: y,
 		Seed:       func(i int) uint64 { return mix(seed, uint64(i)) },
-		PerExample: m.loss.PerExample,
+		PerExample: m.compiledPerExample,
 		Stats: func(y, pred, perEx *tensor.Tensor) []float32 {
 			return m.shardStats(metrics, y, pred, perEx)
 		},

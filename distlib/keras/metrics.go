@@ -14,6 +14,10 @@ const (
 	metricSparseCategoricalAccuracy
 	metricBinaryAccuracy
 	metricAccuracy
+	metricAutoAccuracy // Compile's "accuracy": chosen by the shapes, as Keras does
+	metricCategoricalAccuracy
+	metricMSE
+	metricMAE
 )
 
 // Metric accumulates a value over batches, like a tf.keras.metrics.Metric: UpdateState
@@ -47,6 +51,12 @@ func BinaryAccuracy(name string, threshold float64) *Metric {
 // Accuracy returns the fraction of predictions equal to their label, like
 // tf.keras.metrics.Accuracy.
 func Accuracy(name string) *Metric { return &Metric{name: name, kind: metricAccuracy} }
+
+// CategoricalAccuracy returns the fraction of examples whose highest-scoring class is the
+// one-hot label's, like tf.keras.metrics.CategoricalAccuracy.
+func CategoricalAccuracy(name string) *Metric {
+	return &Metric{name: name, kind: metricCategoricalAccuracy}
+}
 
 // Name returns the metric's name.
 func (m *Metric) Name() string { return m.name }
@@ -102,8 +112,47 @@ func (m *Metric) batchStats(yTrue, yPred *tensor.Tensor) (sum, n float64) {
 	if yTrue == nil || yPred == nil {
 		panic(fmt.Errorf("%w: metric %s: labels or predictions are nil", ErrInvalidArgument, m.name))
 	}
+	kind := m.kind
+	if kind == metricAutoAccuracy {
+		kind = accuracyFor(yTrue.Shape(), yPred.Shape())
+	}
 	y, p := yTrue.Data(), yPred.Data()
-	switch m.kind {
+	switch kind {
+	case metricCategoricalAccuracy:
+		ps, ts := yPred.Shape(), yTrue.Shape()
+		if len(ps) < 1 || !sameInts(ts, ps) || ps[len(ps)-1] == 0 {
+			panic(fmt.Errorf("%w: metric %s: labels %v and predictions %v; want one-hot labels of the predictions' shape "+
+				"(integer labels: SparseCategoricalAccuracy)", ErrShape, m.name, ts, ps))
+		}
+		c := ps[len(ps)-1]
+		rows := len(p) / c
+		for i := 0; i < rows; i++ {
+			if argmax(p[i*c:(i+1)*c]) == argmax(y[i*c:(i+1)*c]) {
+				sum++
+			}
+		}
+		return perExampleShare(sum, rows, ps)
+	case metricMSE, metricMAE:
+		yy := matchShape(m.name, yTrue, yPred)
+		d := tensor.Sub(yPred, yy)
+		if kind == metricMSE {
+			d = tensor.Square(d)
+		} else {
+			d = tensor.Abs(d)
+		}
+		for _, v := range d.Data() {
+			sum += float64(v)
+		}
+		// The mean over the last axis per example, summed: the per-example values' sum.
+		ps := d.Shape()
+		batch := 1
+		if len(ps) > 0 {
+			batch = ps[0]
+		}
+		if batch == 0 || len(ps) == 0 {
+			return sum, float64(batch)
+		}
+		return sum / float64(d.Size()/batch), float64(batch)
 	case metricSparseCategoricalAccuracy:
 		ps := yPred.Shape()
 		if len(ps) != 2 || len(y) != ps[0] {
@@ -153,30 +202,70 @@ func (m *Metric) batchStats(yTrue, yPred *tensor.Tensor) (sum, n float64) {
 	panic(fmt.Errorf("%w: unknown metric %q", ErrInvalidArgument, m.name))
 }
 
+// accuracyFor is Keras' choice of accuracy for "accuracy" in compile, by the shapes of the
+// labels and predictions (compile_utils' is_binary / is_sparse_categorical): binary when
+// the predictions' last axis is 1, sparse categorical when the labels have a lower rank or
+// a last axis of 1 against several classes, categorical (one-hot labels) otherwise.
+func accuracyFor(ts, ps []int) metricKind {
+	last := func(s []int) int {
+		if len(s) == 0 {
+			return 1
+		}
+		return s[len(s)-1]
+	}
+	switch {
+	case last(ps) == 1:
+		return metricBinaryAccuracy
+	case len(ts) < len(ps) || last(ts) == 1 && last(ps) > 1:
+		return metricSparseCategoricalAccuracy
+	}
+	return metricCategoricalAccuracy
+}
+
+func argmax(row []float32) int {
+	best := 0
+	for j := 1; j < len(row); j++ {
+		if row[j] > row[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// perExampleShare turns hits over rows (of an example's leading axes) into the examples'
+// share: an example of shape (batch, t, k) counts 1/t per row.
+func perExampleShare(sum float64, rows int, ps []int) (float64, float64) {
+	if len(ps) < 2 || ps[0] == 0 {
+		return sum, float64(rows)
+	}
+	per := float64(rows / ps[0])
+	return sum / per, float64(ps[0])
+}
+
 // compiledMetric resolves a metric name given to Compile for a loss, the way Keras picks
 // the accuracy that fits the loss.
 func compiledMetric(name string, loss *Loss) (*Metric, error) {
+	th := 0.5
+	if loss.fromLogits && loss.kind == lossBinaryCE {
+		// Keras compares with 0.5 whatever the loss; logits are compared with 0 here, the
+		// same decision as 0.5 on their probabilities.
+		th = 0
+	}
 	switch name {
 	case "accuracy", "acc":
-		switch loss.kind {
-		case lossSparseCCE:
-			return SparseCategoricalAccuracy("accuracy"), nil
-		case lossBinaryCE:
-			th := 0.5
-			if loss.fromLogits {
-				th = 0
-			}
-			return BinaryAccuracy("accuracy", th), nil
-		}
-		return Accuracy("accuracy"), nil
+		// As Keras: by the shapes of the labels and predictions, whatever the loss.
+		return &Metric{name: "accuracy", kind: metricAutoAccuracy, threshold: float32(th)}, nil
 	case "sparse_categorical_accuracy":
 		return SparseCategoricalAccuracy(name), nil
+	case "categorical_accuracy":
+		return CategoricalAccuracy(name), nil
 	case "binary_accuracy":
-		th := 0.5
-		if loss.fromLogits && loss.kind == lossBinaryCE {
-			th = 0
-		}
 		return BinaryAccuracy(name, th), nil
+	case "mse", "mean_squared_error":
+		return &Metric{name: name, kind: metricMSE}, nil
+	case "mae", "mean_absolute_error":
+		return &Metric{name: name, kind: metricMAE}, nil
 	}
-	return nil, fmt.Errorf("%w: unknown metric %q (use \"accuracy\", \"sparse_categorical_accuracy\" or \"binary_accuracy\")", ErrInvalidArgument, name)
+	return nil, fmt.Errorf("%w: unknown metric %q (use \"accuracy\", \"sparse_categorical_accuracy\", \"categorical_accuracy\", "+
+		"\"binary_accuracy\", \"mse\" or \"mae\")", ErrInvalidArgument, name)
 }

@@ -399,7 +399,7 @@ func (m *Model) backwardInBuckets(xs, ys *tensor.Tensor, globalBatch int, stepSe
 		s.out = h
 	}
 	pred := h
-	perEx := m.loss.PerExample(ys, pred)
+	perEx := m.compiledPerExample(ys, pred)
 	loss := tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch))
 	st := m.shardStats(metrics, ys, pred, perEx)
 	vals := stepValuesOf(all)

@@ -392,7 +392,7 @@ func (m *Model) psTrain(w *distribute.WorkerContext, svars, strain []*distribute
 		vals := state.reads(state.vals[use])
 		tape := tensor.NewGradientTape()
 		pred := m.forwardVals(vals, x, true, seeds[k], state.reuse)
-		perEx := m.loss.PerExample(y, pred)
+		perEx := m.compiledPerExample(y, pred)
 		st := m.shardStats(metrics, y, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(x.Shape()[0])), m.regularization(vals), st, x.Shape()[0])
 		// Pipelined, the push of the batch before still reads the other set.
