@@ -82,17 +82,35 @@ func TestBrowser(t *testing.T) {
 	needChromium(t)
 	srv := startNotebookServer(t)
 	b := startBrowser(t) // closed before the server stops: cleanups run last first
-	shots := os.Getenv("GODIST_SCREENSHOTS")
-	if shots == "" {
-		shots = t.TempDir()
-	} else if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatalf("GODIST_SCREENSHOTS=%s: %v", shots, err)
-	}
+	shots := screenshotDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 
-	name := srv.writeNotebook(t, "widgets.ipynb", progressFitCell, shortDistributedCell)
-	nb := openNotebook(ctx, t, b, srv, name)
+	testWidgetCells(ctx, t, srv, shots, "", func(t *testing.T, name string) *notebookPage {
+		return openNotebook(ctx, t, b, srv, name)
+	})
+}
+
+// screenshotDir returns $GODIST_SCREENSHOTS, made if need be, or a temporary directory
+// when it is unset.
+func screenshotDir(t *testing.T) string {
+	shots := os.Getenv("GODIST_SCREENSHOTS")
+	if shots == "" {
+		return t.TempDir()
+	}
+	if err := os.MkdirAll(shots, 0o755); err != nil {
+		t.Fatalf("GODIST_SCREENSHOTS=%s: %v", shots, err)
+	}
+	return shots
+}
+
+// testWidgetCells runs the widget cells in notebooks that open opens (in one front end) and
+// checks what its DOM shows: a progress widget and Fit's bar, the cluster panel of a short
+// %%distributed job, and a click on a long job's Stop button. Screenshots go to
+// shots/prefix+NAME.png. It returns the first notebook's page, its cells run.
+func testWidgetCells(ctx context.Context, t *testing.T, srv *notebookServer, shots, prefix string, open func(t *testing.T, name string) *notebookPage) *notebookPage {
+	name := srv.writeNotebook(t, prefix+"widgets.ipynb", progressFitCell, shortDistributedCell)
+	nb := open(t, name)
 
 	t.Run("progress and Fit", func(t *testing.T) {
 		from := nb.run(ctx, t, 0, 3*time.Minute)
@@ -135,7 +153,7 @@ func TestBrowser(t *testing.T) {
 		if !strings.Contains(last.Fit, "Epoch 3/3") || !strings.Contains(last.Fit, "loss:") {
 			t.Errorf("Fit's text widget ends with %q, want Epoch 3/3 and the loss", last.Fit)
 		}
-		nb.screenshot(ctx, t, 0, shots, "progress-fit.png")
+		nb.screenshot(ctx, t, 0, shots, prefix+"progress-fit.png")
 	})
 
 	t.Run("distributed panel", func(t *testing.T) {
@@ -150,7 +168,7 @@ func TestBrowser(t *testing.T) {
 		if _, err := nb.waitCell(ctx, 1, from, "both workers running", 3*time.Minute, bothRunning); err != nil {
 			t.Fatal(err)
 		}
-		nb.screenshot(ctx, t, 1, shots, "panel-running.png")
+		nb.screenshot(ctx, t, 1, shots, prefix+"panel-running.png")
 		nb.waitDone(ctx, t, 1, from, 3*time.Minute)
 		// The reply can overtake the last updates, and the Stop button goes with the job
 		// after the table's last update: wait for both.
@@ -180,12 +198,12 @@ func TestBrowser(t *testing.T) {
 		if !strings.Contains(last.Panel.text(), "bye") {
 			t.Errorf("the panel's last lines lack the workers' \"bye\": %+v", last.Panel)
 		}
-		nb.screenshot(ctx, t, 1, shots, "panel-exited.png")
+		nb.screenshot(ctx, t, 1, shots, prefix+"panel-exited.png")
 	})
 
 	t.Run("Stop button", func(t *testing.T) {
-		name := srv.writeNotebook(t, "stop.ipynb", longDistributedCell)
-		nb := openNotebook(ctx, t, b, srv, name)
+		name := srv.writeNotebook(t, prefix+"stop.ipynb", longDistributedCell)
+		nb := open(t, name)
 		nb.execute(ctx, t, 0)
 		epoch := regexp.MustCompile(`^\d+/100000$`)
 		_, err := nb.waitCell(ctx, 0, 0, "both workers training with a Stop button", 3*time.Minute, func(s cellSnapshot) bool {
@@ -234,19 +252,36 @@ func TestBrowser(t *testing.T) {
 		} else {
 			t.Logf("Stop ended the job and its workers in %v", el.Round(time.Millisecond))
 		}
-		nb.screenshot(ctx, t, 0, shots, "panel-stopped.png")
+		nb.screenshot(ctx, t, 0, shots, prefix+"panel-stopped.png")
 		// The kernel runs the next cell after a stopped job.
 		if out := nb.probe(ctx, t, "1 + 1"); out != "ok 2" {
 			t.Errorf("after Stop the kernel answers 1 + 1 with %q, want ok 2", out)
 		}
 	})
+	return nb
 }
 
 // notebookPage is a notebook open in a browser tab, with a recorder of its cells' DOM.
 type notebookPage struct {
 	page    *page
 	srv     *notebookServer
+	js      pageJS
 	history map[int][]cellSnapshot // every state each cell's DOM went through, in order
+}
+
+// pageJS is how the test drives one front end's page: JavaScript expressions, each a
+// format with one verb.
+type pageJS struct {
+	execute  string // runs cell %d as its Run button does
+	cellNode string // cell %d's element
+	probe    string // a promise of "STATUS OUTPUT" for the code in the string literal %s
+}
+
+// notebook6JS drives Notebook 6's page.
+var notebook6JS = pageJS{
+	execute:  "Jupyter.notebook.execute_cells([%d]), true",
+	cellNode: "Jupyter.notebook.get_cell(%d).element[0]",
+	probe:    probeJS,
 }
 
 // cellSnapshot is what a cell's outputs show, read from the DOM.
@@ -382,7 +417,7 @@ func openNotebook(ctx context.Context, t *testing.T, b *browser, srv *notebookSe
 	}); err != nil {
 		t.Fatal(err)
 	}
-	nb := &notebookPage{page: p, srv: srv, history: map[int][]cellSnapshot{}}
+	nb := &notebookPage{page: p, srv: srv, js: notebook6JS, history: map[int][]cellSnapshot{}}
 	// The front end opens jupyter.widget.version when the kernel connects; until the kernel
 	// has its "validated" answer, Fit would draw text. Probe until it has.
 	if out := nb.probeUntil(ctx, t, "import \"godist/distlib/widgets\"\nwidgets.Ready()", "ok true", time.Minute); out != "ok true" {
@@ -399,7 +434,7 @@ func (nb *notebookPage) probe(ctx context.Context, t *testing.T, code string) st
 	t.Helper()
 	lit, _ := json.Marshal(code)
 	var out string
-	if err := nb.page.eval(ctx, fmt.Sprintf(probeJS, lit), &out); err != nil {
+	if err := nb.page.eval(ctx, fmt.Sprintf(nb.js.probe, lit), &out); err != nil {
 		t.Fatalf("kernel probe %q: %v", code, err)
 	}
 	return out
@@ -409,7 +444,7 @@ func (nb *notebookPage) probe(ctx context.Context, t *testing.T, code string) st
 func (nb *notebookPage) probeUntil(ctx context.Context, t *testing.T, code, want string, timeout time.Duration) string {
 	t.Helper()
 	lit, _ := json.Marshal(code)
-	v, err := nb.page.waitFor(ctx, fmt.Sprintf("%q to give %q", code, want), timeout, fmt.Sprintf(probeJS, lit), func(v json.RawMessage) bool {
+	v, err := nb.page.waitFor(ctx, fmt.Sprintf("%q to give %q", code, want), timeout, fmt.Sprintf(nb.js.probe, lit), func(v json.RawMessage) bool {
 		var s string
 		return json.Unmarshal(v, &s) == nil && s == want
 	})
@@ -424,7 +459,7 @@ func (nb *notebookPage) probeUntil(ctx context.Context, t *testing.T, code, want
 // execute starts cell i as the Run button does.
 func (nb *notebookPage) execute(ctx context.Context, t *testing.T, i int) {
 	t.Helper()
-	if err := nb.page.eval(ctx, fmt.Sprintf("Jupyter.notebook.execute_cells([%d]), true", i), nil); err != nil {
+	if err := nb.page.eval(ctx, fmt.Sprintf(nb.js.execute, i), nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -521,15 +556,15 @@ func (nb *notebookPage) run(ctx context.Context, t *testing.T, i int, timeout ti
 func (nb *notebookPage) buttonCenter(ctx context.Context, t *testing.T, i int, label string) (x, y float64) {
 	t.Helper()
 	js := fmt.Sprintf(`(() => {
-	  const el = Jupyter.notebook.get_cell(%d).element[0];
-	  const b = Array.from(el.querySelectorAll(".output_wrapper button, .widget-area button")).find(b => b.textContent.trim() === %q);
+	  const el = %s;
+	  const b = Array.from(el.querySelectorAll(".output_wrapper button, .widget-area button, .jp-OutputArea button, .outputs button")).find(b => b.textContent.trim() === %q);
 	  if (!b) return {found: false};
 	  b.scrollIntoView({block: "center"});
 	  const r = b.getBoundingClientRect();
 	  const x = r.left + r.width / 2, y = r.top + r.height / 2;
 	  const hit = document.elementFromPoint(x, y);
 	  return {found: true, x, y, hits: !!hit && (hit === b || b.contains(hit))};
-	})()`, i, label)
+	})()`, fmt.Sprintf(nb.js.cellNode, i), label)
 	var r struct {
 		Found bool    `json:"found"`
 		X     float64 `json:"x"`
@@ -548,7 +583,7 @@ func (nb *notebookPage) buttonCenter(ctx context.Context, t *testing.T, i int, l
 // screenshot scrolls cell i into view and saves the viewport as dir/name.
 func (nb *notebookPage) screenshot(ctx context.Context, t *testing.T, i int, dir, name string) {
 	t.Helper()
-	if err := nb.page.eval(ctx, fmt.Sprintf(`Jupyter.notebook.get_cell(%d).element[0].scrollIntoView(), true`, i), nil); err != nil {
+	if err := nb.page.eval(ctx, fmt.Sprintf(nb.js.cellNode+".scrollIntoView(), true", i), nil); err != nil {
 		t.Fatal(err)
 	}
 	path, err := nb.page.screenshot(ctx, dir, name)

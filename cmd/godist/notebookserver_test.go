@@ -42,8 +42,8 @@ type notebookServer struct {
 // startNotebookServer builds godist, installs its kernelspec into a temporary
 // JUPYTER_DATA_DIR and starts the Notebook server on it; it stops the server, its kernels
 // and their workers when the test ends. It skips the test when the notebook server or the
-// widget extension is missing.
-func startNotebookServer(t *testing.T) *notebookServer {
+// widget extension is missing. args are more options for the server.
+func startNotebookServer(t *testing.T, args ...string) *notebookServer {
 	t.Helper()
 	kernelNeedPython(t, "notebook, jupyter_client")
 	if _, err := os.Stat(widgetExtensionJS); err != nil {
@@ -87,6 +87,7 @@ func startNotebookServer(t *testing.T) *notebookServer {
 			"--NotebookApp.token="+s.Token, "--NotebookApp.password=",
 			"--notebook-dir="+s.Dir, "--NotebookApp.open_browser=False",
 			"--MappingKernelManager.cull_idle_timeout=0")
+		s.cmd.Args = append(s.cmd.Args, args...)
 		s.cmd.Env = env
 		s.cmd.Dir = root
 		s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
