@@ -38,6 +38,9 @@ func (s *Session) runGo(ctx context.Context, code string) (*Result, error) {
 	if err := s.autoImport(ctx, chunks, code); err != nil {
 		return nil, err
 	}
+	if err := s.checkCell(chunks, code); err != nil {
+		return nil, err
+	}
 	for i := 0; i < len(chunks); {
 		j := i
 		for j < len(chunks) && chunks[j].Kind == chunks[i].Kind {

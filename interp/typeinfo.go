@@ -448,6 +448,27 @@ func (s *Session) notebookTypeNames() map[reflect.Type]string {
 		return nil // a cell runs: no interpreter call now
 	}
 	defer s.execMu.Unlock()
+	return s.notebookTypeNamesLocked()
+}
+
+// notebookTypeNamesLocked is notebookTypeNames for a caller that holds execMu (Execute,
+// between the evaluations of a cell).
+func (s *Session) notebookTypeNamesLocked() map[reflect.Type]string {
+	s.mu.Lock()
+	var names, texts []string
+	for _, d := range s.decls {
+		if d.kind == "type" {
+			names = append(names, d.names...)
+			texts = append(texts, d.text)
+		}
+	}
+	key := strings.Join(texts, "\x00")
+	if s.typeNames != nil && s.typeNamesKey == key {
+		m := s.typeNames
+		s.mu.Unlock()
+		return m
+	}
+	s.mu.Unlock()
 	yi := s.interpreter()
 	m := map[reflect.Type]string{}
 	for _, n := range names {

@@ -2325,7 +2325,17 @@ func compDefineX(sc *scope, n *node) error {
 		} else {
 			n.child[l].gen = typeAssertLong
 		}
-		types = append(types, n.child[l].child[1].typ, sc.getType("bool"))
+		// godist patch: at top level the global type analysis comes before the cfg has
+		// typed the asserted type: resolve it (upstream added a nil type to the frame, and
+		// `v, ok := x.(T)` in a cell failed with "nil type").
+		t := n.child[l].child[1].typ
+		if t == nil {
+			var err error
+			if t, err = nodeType(n.interp, sc, n.child[l].child[1]); err != nil {
+				return err
+			}
+		}
+		types = append(types, t, sc.getType("bool"))
 		n.gen = nop
 
 	case unaryExpr:

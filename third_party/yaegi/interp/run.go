@@ -3071,6 +3071,22 @@ func rangeMap(n *node) {
 	}
 }
 
+// unwrapIValue returns the interpreted value inside v when v is a compiled interface
+// holding an interface wrapper (a struct whose first field is IValue), else v (godist
+// patch).
+func unwrapIValue(v reflect.Value) reflect.Value {
+	if !v.IsValid() || v.Kind() != reflect.Interface || v.IsNil() {
+		return v
+	}
+	e := v.Elem()
+	if e.Kind() == reflect.Struct && e.NumField() > 0 && e.Type().Field(0).Name == "IValue" {
+		if iv := e.Field(0); !iv.IsNil() {
+			return iv
+		}
+	}
+	return v
+}
+
 func _case(n *node) {
 	tnext := getExec(n.tnext)
 
@@ -3083,7 +3099,20 @@ func _case(n *node) {
 		for i := range types {
 			types[i] = n.child[i].typ
 		}
-		srcValue := genValue(sn.child[1].lastChild().child[0])
+		srcValue0 := genValue(sn.child[1].lastChild().child[0])
+		// godist patch: a cell's value held by a compiled interface (keras.Callback) sits in
+		// the interface's wrapper struct; its clauses match the value inside, as a type
+		// assertion does (upstream matched the wrapper, so case *EpochCounter never did).
+		// Only a clause of concrete types looks inside; one of several types with an
+		// assignment gives the variable the interface value.
+		srcValue := srcValue0
+		concrete := len(types) > 0
+		for _, typ := range types {
+			concrete = concrete && typ.cat != nilT && !isInterface(typ)
+		}
+		if concrete && (len(sn.child[1].child) != 2 || len(types) == 1) {
+			srcValue = func(f *frame) reflect.Value { return unwrapIValue(srcValue0(f)) }
+		}
 
 		if len(sn.child[1].child) != 2 {
 			// no assign in switch guard
@@ -3112,6 +3141,9 @@ func _case(n *node) {
 								continue
 							}
 							if stype == typ.id() {
+								return tnext
+							}
+							if rt := typ.TypeOf(); rt != nil && !isInterface(typ) && rt == reflect.TypeOf(ival) {
 								return tnext
 							}
 						}

@@ -619,6 +619,12 @@ func (check typecheck) typeAssertionExpr(n *node, typ *itype) error {
 			if !token.IsExported(name) && isBin(typ) {
 				continue
 			}
+			// godist patch: a method promoted from an embedded compiled type (a cell's
+			// struct embedding keras.BaseCallback) is in the type's method set, though
+			// lookupFieldOrMethod does not find it.
+			if _, ok := typ.methods()[name]; ok {
+				continue
+			}
 			return n.cfgErrorf("impossible type assertion: %s does not implement %s (missing %v method)", typ.id(), n.typ.id(), name)
 		}
 		if tm.recv != nil && tm.recv.TypeOf().Kind() == reflect.Ptr && typ.TypeOf().Kind() != reflect.Ptr {

@@ -1,0 +1,484 @@
+package interp
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"reflect"
+	"sort"
+	"strings"
+)
+
+// This file type-checks a cell with go/types before yaegi sees it, so that a mistake is
+// reported in the words of the Go compiler (gc uses the same checker), at the cell's line,
+// instead of in yaegi's (reflect panics, "CFG post-order panic", wrapper type names).
+//
+// The checked file is the session as Go source: its imports, the declarations of earlier
+// cells (under the file name "earlier"), its variables (typed from their values), then the
+// cell's declarations and statements under the file name "cell", each placed with a
+// /*line cell:L:C*/ directive so that positions are the cell's. Top-level `x := v` of the
+// cell become package-level variables, so that the cell's functions see them as the
+// session will. Only errors inside the cell count, and only those the session's view can
+// vouch for: variables whose type cannot be written get go/types' invalid type, which
+// silences every error about them, and failed imports are go/types' fake packages.
+
+// checkFile is the generated source of a cell check and what the cell's checks need.
+type checkFile struct {
+	src        string
+	finalStart cellPos // the cell's final expression, whose value is shown, not unused
+	finalEnd   cellPos
+	invalid    []string // session variables of types the checker cannot name
+	typed      map[string]types.Type
+}
+
+type cellPos struct{ line, col int }
+
+func (p cellPos) before(q cellPos) bool {
+	return p.line < q.line || p.line == q.line && p.col < q.col
+}
+
+// checkCell type-checks the cell's chunks against the session; it returns a CompileError
+// for the first error in the cell in gc's words (with a line saying the Go form where the
+// mistake is a Python habit), or nil.
+func (s *Session) checkCell(chunks []*chunk, code string) error {
+	cf := s.checkSource(chunks)
+	if cf == nil {
+		return nil
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "check.go", cf.src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil // the cell parsed on its own: the generated file is at fault, not the cell
+	}
+	pkg := types.NewPackage("main", "main")
+	for _, n := range cf.invalid {
+		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, types.Typ[types.Invalid]))
+	}
+	for n, t := range cf.typed {
+		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, t))
+	}
+	var errs []types.Error
+	conf := types.Config{
+		Importer:    symImporter,
+		GoVersion:   "go1.26",
+		FakeImportC: true,
+		Error: func(err error) {
+			if te, ok := err.(types.Error); ok {
+				errs = append(errs, te)
+			}
+		},
+	}
+	info := &types.Info{
+		Types:      map[ast.Expr]types.TypeAndValue{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{},
+		Uses:       map[*ast.Ident]types.Object{},
+	}
+	func() {
+		defer func() { _ = recover() }() // a checker crash gives no verdict
+		_ = types.NewChecker(&conf, fset, pkg, info).Files([]*ast.File{f})
+	}()
+	var first *types.Error
+	var firstPos token.Position
+	for i := range errs {
+		e := &errs[i]
+		p := fset.Position(e.Pos)
+		if p.Filename != "cell" || e.Soft || strings.Contains(e.Msg, "could not import") {
+			continue
+		}
+		at := cellPos{p.Line, p.Column}
+		if strings.Contains(e.Msg, " is not used") && !at.before(cf.finalStart) && at.before(cf.finalEnd) {
+			continue // the final expression is the cell's result
+		}
+		if first == nil || p.Line < firstPos.Line || p.Line == firstPos.Line && p.Column < firstPos.Column {
+			first, firstPos = e, p
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	msg := gcMessage(first.Msg)
+	if hint := pythonHint(first, f, fset, info, code); hint != "" {
+		msg += "\n" + hint
+	}
+	return cellError(firstPos.Line, firstPos.Column, msg, code)
+}
+
+// gcMessage writes a go/types message as gc prints it.
+func gcMessage(msg string) string {
+	return msg
+}
+
+// cellError is a CompileError at a cell position, with the line and a caret.
+func cellError(line, col int, msg, code string) error {
+	value := fmt.Sprintf("cell line %d: %s", line, msg)
+	var trace []string
+	lines := strings.Split(code, "\n")
+	if line >= 1 && line <= len(lines) {
+		trace = append(trace, fmt.Sprintf("%4d | %s", line, lines[line-1]))
+		if col > 0 {
+			trace = append(trace, "     | "+strings.Repeat(" ", col-1)+"^")
+		}
+	}
+	return newEvalError("CompileError", value, trace...)
+}
+
+// lineDirective places what follows at a cell position.
+func lineDirective(file string, line, col int) string {
+	return fmt.Sprintf("/*line %s:%d:%d*/", file, line, col)
+}
+
+// checkSource writes the session and the cell as one Go file (see the top of this file).
+func (s *Session) checkSource(chunks []*chunk) *checkFile {
+	cf := &checkFile{typed: map[string]types.Type{}}
+	// What the cell declares or defines at top level replaces the session's.
+	cellKeys := map[string]bool{}
+	cellNames := map[string]bool{}
+	var cellImports []importSpec
+	for _, c := range chunks {
+		switch c.Kind {
+		case chunkImport:
+			cellImports = append(cellImports, c.Imports...)
+		case chunkDecl:
+			for _, k := range c.keys() {
+				cellKeys[k] = true
+			}
+			if c.DeclKind != "method" {
+				for _, n := range c.Names {
+					cellNames[n] = true
+				}
+			}
+		}
+	}
+	type lifted struct {
+		names []string
+		stmt  *ast.AssignStmt
+		c     *chunk
+		off   func(token.Pos) int
+	}
+	liftOf := map[*chunk]*lifted{}
+	liftedNames := map[string]bool{}
+	for _, c := range chunks {
+		if c.Kind != chunkStmt {
+			continue
+		}
+		l := liftable(c)
+		if l == nil {
+			continue
+		}
+		names := definedNames(c)
+		again := false
+		for _, n := range names {
+			again = again || liftedNames[n] || cellNames[n]
+		}
+		if again || selfReferent(l.stmt, names) {
+			continue
+		}
+		for _, n := range names {
+			liftedNames[n] = true
+		}
+		liftOf[c] = &lifted{names: names, stmt: l.stmt, c: c, off: l.off}
+	}
+
+	s.mu.Lock()
+	imports := append([]importSpec(nil), s.imports...)
+	decls := append([]*declEntry(nil), s.decls...)
+	s.mu.Unlock()
+
+	var b strings.Builder
+	b.WriteString("package main\n")
+	seen := map[string]bool{}
+	for _, im := range append(cellImports, imports...) { // the cell's win
+		if ln := im.localName(); !seen[ln] {
+			seen[ln] = true
+			b.WriteString(im.source() + "\n")
+		}
+	}
+	declared := map[string]bool{}
+	for _, d := range decls {
+		if d.kind != "method" {
+			for _, n := range d.names {
+				declared[n] = true
+			}
+		}
+		replaced := false
+		for _, k := range d.keys() {
+			replaced = replaced || cellKeys[k]
+		}
+		if d.kind != "method" {
+			for _, n := range d.names {
+				replaced = replaced || cellNames[n] || liftedNames[n]
+			}
+		}
+		if replaced {
+			continue
+		}
+		b.WriteString(lineDirective("earlier", 1, 1) + d.text + "\n")
+	}
+	globals := s.currentGlobals()
+	named := s.notebookTypeNamesLocked()
+	names := make([]string, 0, len(globals))
+	for n := range globals {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		v := globals[name]
+		if strings.HasPrefix(name, "_") || declared[name] || cellNames[name] || liftedNames[name] || !v.IsValid() {
+			continue
+		}
+		if tn := named[v.Type()]; tn != "" {
+			fmt.Fprintf(&b, "var %s %s\n", name, tn)
+		} else if v.Kind() == reflect.Pointer && named[v.Type().Elem()] != "" {
+			fmt.Fprintf(&b, "var %s *%s\n", name, named[v.Type().Elem()])
+		} else if checkableType(v.Type(), 0) {
+			symImporter.mu.Lock()
+			cf.typed[name] = symImporter.typeOf(v.Type())
+			symImporter.mu.Unlock()
+		} else {
+			cf.invalid = append(cf.invalid, name)
+		}
+	}
+	for _, c := range chunks {
+		if c.Kind == chunkDecl {
+			b.WriteString(lineDirective("cell", c.Line, c.Col) + c.Text + "\n")
+		}
+	}
+	for _, c := range chunks {
+		l := liftOf[c]
+		if l == nil {
+			continue
+		}
+		// var a, b = RHS, the right-hand side at its cell position.
+		rhs := l.off(l.stmt.Rhs[0].Pos())
+		line, col := c.Line, c.Col
+		if nl := strings.LastIndex(c.Text[:rhs], "\n"); nl >= 0 {
+			line += strings.Count(c.Text[:rhs], "\n")
+			col = rhs - nl
+		} else {
+			col += rhs
+		}
+		fmt.Fprintf(&b, "var %s = %s%s\n", strings.Join(lhsTexts(l.stmt), ", "), lineDirective("cell", line, col), c.Text[rhs:])
+	}
+	b.WriteString("func _() {\n")
+	last := chunks[len(chunks)-1]
+	for _, c := range chunks {
+		if c.Kind != chunkStmt || liftOf[c] != nil {
+			continue
+		}
+		b.WriteString(lineDirective("cell", c.Line, c.Col) + c.Text + "\n")
+		if c == last && c.Expr {
+			cf.finalStart = cellPos{c.Line, c.Col}
+			end := cellPos{c.Line + strings.Count(c.Text, "\n"), c.Col + len(c.Text)}
+			if nl := strings.LastIndex(c.Text, "\n"); nl >= 0 {
+				end.col = len(c.Text) - nl
+			}
+			cf.finalEnd = end
+		}
+	}
+	b.WriteString("}\n")
+	cf.src = b.String()
+	return cf
+}
+
+// liftedStmt is a top-level definition of a statement chunk.
+type liftedStmt struct {
+	stmt *ast.AssignStmt
+	off  func(token.Pos) int // offset in the chunk's text
+}
+
+// liftable returns the chunk's statement when it is one `a, b := v...` definition.
+func liftable(c *chunk) *liftedStmt {
+	prefix := "package p;func _(){"
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "cell", c.padded(prefix), parser.SkipObjectResolution)
+	if err != nil {
+		return nil
+	}
+	body := f.Decls[0].(*ast.FuncDecl).Body.List
+	if len(body) != 1 {
+		return nil
+	}
+	a, ok := body[0].(*ast.AssignStmt)
+	if !ok || a.Tok != token.DEFINE {
+		return nil
+	}
+	for _, l := range a.Lhs {
+		if _, ok := l.(*ast.Ident); !ok {
+			return nil
+		}
+	}
+	tf := fset.File(f.Pos())
+	base := len(prefix) + c.Line + c.Col - 1
+	return &liftedStmt{stmt: a, off: func(p token.Pos) int { return tf.Offset(p) - base }}
+}
+
+func lhsTexts(a *ast.AssignStmt) []string {
+	out := make([]string, len(a.Lhs))
+	for i, l := range a.Lhs {
+		out[i] = l.(*ast.Ident).Name
+	}
+	return out
+}
+
+// selfReferent reports whether the right-hand side of a definition uses a name it defines
+// (`x := x + 1`, a new x from the old one): such a definition stays a statement.
+func selfReferent(a *ast.AssignStmt, names []string) bool {
+	found := false
+	for _, r := range a.Rhs {
+		ast.Inspect(r, func(n ast.Node) bool {
+			if id, ok := n.(*ast.Ident); ok {
+				for _, nm := range names {
+					found = found || id.Name == nm
+				}
+			}
+			return !found
+		})
+	}
+	return found
+}
+
+// checkableType reports whether the checker can give a session variable of type t its
+// exact type: compiled types, and functions of compiled types.
+func checkableType(t reflect.Type, depth int) bool {
+	if t.Kind() != reflect.Func {
+		return compiledType(t, depth)
+	}
+	if depth > 8 {
+		return false
+	}
+	for i := 0; i < t.NumIn(); i++ {
+		if !checkableType(t.In(i), depth+1) {
+			return false
+		}
+	}
+	for i := 0; i < t.NumOut(); i++ {
+		if !checkableType(t.Out(i), depth+1) {
+			return false
+		}
+	}
+	return true
+}
+
+// pythonHints says the Go form of an undefined name that is Python's.
+var pythonHints = map[string]string{
+	"None":  "Go writes Python's None as nil",
+	"True":  "Go writes Python's True as true",
+	"False": "Go writes Python's False as false",
+	"self":  "a Go method names its receiver in its declaration: func (m *MyLayer) Call(x ...) { ... m.units ... }",
+	"str":   "Go's string type is string; fmt.Sprint(x) makes a string of a value",
+	"float": "Go's float types are float64 and float32 (tensors hold float32)",
+	"list":  "Go writes a list as a slice: []float32{1, 2, 3}, or make([]T, n)",
+	"dict":  "Go writes a dict as a map: map[string]int{\"a\": 1}",
+	"elif":  "Go writes elif as else if",
+	"np":    "numpy is not a Go package: use godist/distlib/tensor (tensor.Constant, tensor.Zeros, ...)",
+	"tf":    "TensorFlow's Go counterparts are the godist/distlib packages (notebooks/README.md maps them)",
+}
+
+// pythonHint returns one line saying the Go form when the error is a Python habit:
+// calling a value, assigning to a method, len of a tensor, an undefined Python name, a
+// result count ignored.
+func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.Info, code string) string {
+	msg := e.Msg
+	switch {
+	case strings.HasPrefix(msg, "undefined: "):
+		return pythonHints[strings.TrimPrefix(msg, "undefined: ")]
+	case strings.Contains(msg, "cannot call ") && strings.HasSuffix(msg, " is not a function"):
+		var call *ast.CallExpr
+		ast.Inspect(f, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok && c.Fun.Pos() == e.Pos && call == nil {
+				call = c
+			}
+			return call == nil
+		})
+		if call == nil {
+			return ""
+		}
+		t := info.Types[call.Fun].Type
+		if t == nil {
+			return ""
+		}
+		fun := types.ExprString(call.Fun)
+		what := fmt.Sprintf("cannot call %s (a %s, not a function)", fun, typeText(t))
+		if m := methodNamed(t, "Call"); m != nil {
+			args := make([]string, len(call.Args))
+			for i, a := range call.Args {
+				args[i] = types.ExprString(a)
+			}
+			return fmt.Sprintf("%s: write %s.Call(%s)", what, fun, strings.Join(args, ", "))
+		}
+		return what + ": Go calls only functions and methods"
+	case strings.HasPrefix(msg, "cannot assign to "):
+		var sel *ast.SelectorExpr
+		var asg *ast.AssignStmt
+		ast.Inspect(f, func(n ast.Node) bool {
+			if a, ok := n.(*ast.AssignStmt); ok && len(a.Lhs) == len(a.Rhs) {
+				for i, l := range a.Lhs {
+					if s, ok := ast.Unparen(l).(*ast.SelectorExpr); ok && s.Pos() == e.Pos {
+						sel, asg = s, a
+						asg.Rhs = a.Rhs[i : i+1]
+					}
+				}
+			}
+			return sel == nil
+		})
+		if sel == nil {
+			return ""
+		}
+		selection := info.Selections[sel]
+		if selection == nil || selection.Kind() != types.MethodVal {
+			return ""
+		}
+		x, name := types.ExprString(sel.X), sel.Sel.Name
+		recv := typeText(info.Types[sel.X].Type)
+		if m := methodNamed(info.Types[sel.X].Type, "Set"+name); m != nil {
+			return fmt.Sprintf("%s is a method of %s, not a field: write %s.Set%s(%s)", name, recv, x, name, types.ExprString(asg.Rhs[0]))
+		}
+		return fmt.Sprintf("%s is a method of %s, not a field: call it, %s.%s(...)", name, recv, x, name)
+	case strings.HasSuffix(msg, "for built-in len") || strings.HasSuffix(msg, "for built-in cap"):
+		var call *ast.CallExpr
+		ast.Inspect(f, func(n ast.Node) bool {
+			if c, ok := n.(*ast.CallExpr); ok && len(c.Args) == 1 && c.Args[0].Pos() == e.Pos {
+				call = c
+			}
+			return call == nil
+		})
+		if call == nil {
+			return ""
+		}
+		t := info.Types[call.Args[0]].Type
+		if t != nil && methodNamed(t, "Shape") != nil {
+			x := types.ExprString(call.Args[0])
+			hint := fmt.Sprintf("a %s has no len: write %s.Shape()[0] for its first dimension", typeText(t), x)
+			if methodNamed(t, "Size") != nil {
+				hint += fmt.Sprintf(", %s.Size() for its number of elements", x)
+			}
+			return hint
+		}
+	case strings.HasPrefix(msg, "assignment mismatch: ") && strings.Contains(msg, " returns "):
+		return "Go returns an error (or a second value) as a further result: name each result, e.g. v, err := ..., and check err"
+	case strings.Contains(msg, "(no value) used as value"):
+		return "this call returns nothing: call it as a statement of its own"
+	}
+	return ""
+}
+
+// typeText writes t as an error message does: package names, not paths.
+func typeText(t types.Type) string {
+	return types.TypeString(t, func(p *types.Package) string {
+		if p.Path() == "main" {
+			return ""
+		}
+		return p.Name()
+	})
+}
+
+// methodNamed returns the method of t (or *t) of that name, nil if none.
+func methodNamed(t types.Type, name string) *types.Func {
+	obj, _, _ := types.LookupFieldOrMethod(t, true, nil, name)
+	if f, ok := obj.(*types.Func); ok {
+		return f
+	}
+	return nil
+}
