@@ -55,6 +55,11 @@ func (d *Dataset) Shuffle(bufferSize int, seed int64, opts ...ShuffleOption) *Da
 						break
 					}
 					buf = append(buf, el)
+					if target := bufferSize; d.card >= 0 && d.card < target {
+						checkGrowth("Shuffle", "shuffle buffer", len(buf), d.card, el)
+					} else {
+						checkGrowth("Shuffle", "shuffle buffer", len(buf), target, el)
+					}
 				}
 				if len(buf) == 0 {
 					return nil, false
@@ -117,6 +122,9 @@ func (d *Dataset) Cache() *Dataset {
 					return nil, false
 				}
 				acc = append(acc, el)
+				if d.card >= 0 {
+					checkGrowth("Cache", "cache", len(acc), d.card, el)
+				}
 				return append(Element(nil), el...), true
 			},
 			closeFn: func() {
@@ -151,6 +159,7 @@ func (d *Dataset) Prefetch(bufferSize int) *Dataset {
 	if bufferSize == Autotune {
 		bufferSize = autotuneBuffer
 	}
+	checkBuffer("Prefetch", fmt.Sprintf("a prefetch buffer of %d elements", bufferSize), bufferSize, sizeofPrefetched)
 	return d.derive("PrefetchDataset", d.card, d.sameSpec(), func() iterator {
 		return startPrefetch(d.open(), bufferSize)
 	})
@@ -198,6 +207,7 @@ func (p *prefetchIter) recycle(el Element) {
 // panic must not escape a goroutine (it would kill the process, a notebook kernel): it is
 // handed to the consumer instead.
 func (p *prefetchIter) run(in iterator) {
+	checkedPrefetch := false
 	defer close(p.done)
 	defer close(p.ch)
 	defer in.close()
@@ -211,6 +221,13 @@ func (p *prefetchIter) run(in iterator) {
 		if !ok {
 			return
 		}
+		if item.panic == nil && !checkedPrefetch {
+			// The buffer will hold up to cap(p.ch) elements like the first.
+			checkedPrefetch = true
+			if err := safeCheck(func() { checkGrowth("Prefetch", "prefetch buffer", 1, cap(p.ch)+1, item.el) }); err != nil {
+				item = prefetched{panic: err}
+			}
+		}
 		select {
 		case p.ch <- item:
 		case <-p.stop:
@@ -220,6 +237,13 @@ func (p *prefetchIter) run(in iterator) {
 			return
 		}
 	}
+}
+
+// safeCheck runs check and returns what it panicked with.
+func safeCheck(check func()) (p any) {
+	defer func() { p = recover() }()
+	check()
+	return nil
 }
 
 func safeNext(in iterator) (item prefetched, ok bool) {

@@ -2,8 +2,10 @@ package data
 
 import (
 	"fmt"
+	"unsafe"
 
 	"godist/distlib/tensor"
+	"godist/internal/memlimit"
 )
 
 // Map returns a dataset that applies fn to each element of d, like tf.data's map. fn runs
@@ -79,6 +81,7 @@ func (d *Dataset) Batch(n int, dropRemainder bool) *Dataset {
 	if n < 1 {
 		panic(fmt.Errorf("%w: Batch: batch size %d must be at least 1", ErrArgument, n))
 	}
+	checkBuffer("Batch", fmt.Sprintf("a batch of %d elements", n), n, int(unsafe.Sizeof(Element(nil))))
 	card := d.card
 	if card >= 0 {
 		if dropRemainder {
@@ -135,6 +138,9 @@ func (b *batchIter) take() Element {
 func storage(spare Element, k, n int) []float32 {
 	if k < len(spare) && spare[k] != nil && cap(spare[k].Data()) >= n {
 		return spare[k].Data()[:n]
+	}
+	if n >= memlimit.Threshold/4 {
+		checkBuffer("Batch", fmt.Sprintf("a batch component of %d float32s", n), n, 4)
 	}
 	return make([]float32, n)
 }

@@ -59,7 +59,7 @@ func constDevice() string {
 
 // newOn makes an output tensor with fresh storage on a device.
 func newOn(dev string, shape []int) *Tensor {
-	return &Tensor{shape: shape, data: make([]float32, prod(shape)), device: dev}
+	return &Tensor{shape: shape, data: floats("", shape, prod(shape)), device: dev}
 }
 
 // newGradOn returns a tensor for a backward function's result whose storage comes from the
@@ -87,7 +87,7 @@ func Ones(shape ...int) *Tensor { return Fill(1, shape...) }
 
 // Fill returns a tensor of the given shape with every element v.
 func Fill(v float32, shape ...int) *Tensor {
-	t := Zeros(shape...)
+	t := mustZeros("Fill", shape)
 	for i := range t.data {
 		t.data[i] = v
 	}
@@ -273,11 +273,14 @@ func fans(shape []int) (int, int) {
 }
 
 func mustZeros(op string, shape []int) *Tensor {
-	n, err := numElements(shape)
+	n, err := elements(op, shape)
 	if err != nil {
+		if _, ok := err.(*OpError); ok {
+			panic(err)
+		}
 		panic(shapeErr(op, "%v", err))
 	}
-	return &Tensor{shape: append([]int(nil), shape...), data: make([]float32, n)}
+	return &Tensor{shape: append([]int(nil), shape...), data: floats(op, shape, n)}
 }
 
 // To returns the tensor placed on another device (a full name or a specification such as

@@ -28,6 +28,9 @@ const (
 // floats returns n float32s of r's storage slot (grown if needed), not zeroed; fresh
 // zeroed storage when r is nil.
 func (r *Reuse) floats(slot, n int) []float32 {
+	if n >= bigFloats {
+		checkAlloc("", []int{n}, n)
+	}
 	if r == nil {
 		return make([]float32, n)
 	}

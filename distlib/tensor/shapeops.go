@@ -370,7 +370,7 @@ func reduceSumRaw(t *Tensor, ax, keep, shape []int, dev string) *Tensor {
 
 // broadcastTo expands t (same rank, size-1 axes) to shape.
 func broadcastTo(t *Tensor, shape []int) *Tensor {
-	return binaryRaw(opAdd, &Tensor{shape: append([]int(nil), shape...), data: make([]float32, prod(shape)), device: t.device}, t, t.device)
+	return binaryRaw(opAdd, &Tensor{shape: append([]int(nil), shape...), data: floats("BroadcastTo", shape, prod(shape)), device: t.device}, t, t.device)
 }
 
 func prod(s []int) int {

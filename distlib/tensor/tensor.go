@@ -57,26 +57,17 @@ func MustNew(shape []int, data []float32) *Tensor {
 
 // Zeros returns a tensor of the given shape filled with zeros.
 func Zeros(shape ...int) *Tensor {
-	n, err := numElements(shape)
+	n, err := elements("Zeros", shape)
 	if err != nil {
 		panic(err)
 	}
-	return &Tensor{shape: append([]int(nil), shape...), data: make([]float32, n)}
+	return &Tensor{shape: append([]int(nil), shape...), data: floats("Zeros", shape, n)}
 }
 
 // Scalar returns a rank-0 tensor holding v.
 func Scalar(v float32) *Tensor { return &Tensor{shape: []int{}, data: []float32{v}} }
 
-func numElements(shape []int) (int, error) {
-	n := 1
-	for i, d := range shape {
-		if d < 0 {
-			return 0, fmt.Errorf("%w: dimension %d of shape %v is negative", ErrShape, i, shape)
-		}
-		n *= d
-	}
-	return n, nil
-}
+func numElements(shape []int) (int, error) { return elements("New", shape) }
 
 // Shape returns a copy of the tensor's shape.
 func (t *Tensor) Shape() []int { return append([]int(nil), t.shape...) }
