@@ -235,11 +235,13 @@ func (im *symbolImporter) structure(t reflect.Type) types.Type {
 		var methods []*types.Func
 		for i := 0; i < t.NumMethod(); i++ {
 			m := t.Method(i)
+			if !m.IsExported() {
+				// reflect lists a concrete type's exported methods only: with the unexported
+				// method here, no package type would implement the interface (layers.Option).
+				continue
+			}
 			params, results, variadic := im.funcParts(m.Type, 0)
 			var pkg *types.Package
-			if !m.IsExported() {
-				pkg = im.pkg(m.PkgPath)
-			}
 			methods = append(methods, types.NewFunc(token.NoPos, pkg, m.Name,
 				types.NewSignatureType(nil, nil, nil, params, results, variadic)))
 		}
