@@ -211,8 +211,10 @@ func SaveBestOnly(on bool) CheckpointOption {
 	return checkpointOption(func(c *ModelCheckpointCallback) error { c.saveBestOnly = on; return nil })
 }
 
-// SaveWeightsOnly is accepted for Keras compatibility: ModelCheckpoint always writes the
-// weights file of SaveWeights (the architecture is the code that builds the model).
+// SaveWeightsOnly is accepted for Keras compatibility: ModelCheckpoint writes the weights
+// file of SaveWeights (the architecture is the code that builds the model), except to a
+// path ending in .keras, where it saves the whole model as Keras 3 does unless this is set
+// (then the .keras name is refused, as Keras refuses it).
 func SaveWeightsOnly(on bool) CheckpointOption {
 	return checkpointOption(func(c *ModelCheckpointCallback) error { c.saveWeightsOnly = on; return nil })
 }
@@ -231,8 +233,9 @@ type ModelCheckpointCallback struct {
 
 // ModelCheckpoint saves the model's weights (SaveWeights format) at the end of every epoch
 // to path, where {epoch} (1-based, or {epoch:02d}) and {key} / {key:.2f} for log keys are
-// replaced, like tf.keras.callbacks.ModelCheckpoint(filepath="ckpt_{epoch}"). Only the chief
-// worker writes. It panics on a bad option.
+// replaced, like tf.keras.callbacks.ModelCheckpoint(filepath="ckpt_{epoch}"); a path ending
+// in .keras saves the whole model (Save). Only the chief worker writes. It panics on a bad
+// option, and on a path ending in .h5 (godist does not write HDF5), saying what to write.
 func ModelCheckpoint(path string, opts ...CheckpointOption) *ModelCheckpointCallback {
 	if path == "" {
 		panic(fmt.Errorf("%w: ModelCheckpoint needs a file path such as \"ckpt/ckpt_{epoch}\"", ErrInvalidArgument))
@@ -244,6 +247,11 @@ func ModelCheckpoint(path string, opts ...CheckpointOption) *ModelCheckpointCall
 		}
 		if err := o.applyCheckpoint(c); err != nil {
 			panic(fmt.Errorf("%w: ModelCheckpoint: %v", ErrInvalidArgument, err))
+		}
+	}
+	if strings.ToLower(filepath.Ext(path)) != modelExt || c.saveWeightsOnly {
+		if err := checkWeightsPath("ModelCheckpoint", path); err != nil {
+			panic(err)
 		}
 	}
 	return c
@@ -282,7 +290,11 @@ func (c *ModelCheckpointCallback) EpochEnd(epoch int, logs Logs) {
 			panic(fmt.Errorf("keras: ModelCheckpoint: %w", err))
 		}
 	}
-	if err := m.SaveWeights(path); err != nil {
+	save := m.SaveWeights
+	if strings.ToLower(filepath.Ext(path)) == modelExt && !c.saveWeightsOnly {
+		save = m.Save // Keras 3: a .keras file path saves the whole model
+	}
+	if err := save(path); err != nil {
 		panic(fmt.Errorf("keras: ModelCheckpoint: %w", err))
 	}
 	c.Saved = append(c.Saved, path)

@@ -66,7 +66,11 @@
 //
 // # FORMAT
 //
-// SaveWeights writes, and LoadWeights reads, this little-endian layout:
+// SaveWeights writes, and LoadWeights reads, this little-endian layout, under any file
+// name but one that says another format: ".h5", ".hdf5" and ".weights.h5" (Keras' HDF5,
+// which godist neither writes nor reads) and ".keras" (Save's archive) are refused with the
+// name to write, "name.godist.weights" (WeightsExt); files written under such names by
+// earlier versions still load:
 //
 //	offset 0   8 bytes   magic "GDKERASW"
 //	offset 8   uint32    format version (1)

@@ -37,6 +37,9 @@ type weightsVarSpec struct {
 // name and renamed, so a reader never sees half a file.
 func (m *Model) SaveWeights(path string) (err error) {
 	defer recoverErr("SaveWeights", &err)
+	if err := checkWeightsPath("SaveWeights", path); err != nil {
+		return err
+	}
 	if !m.Built() {
 		return fmt.Errorf("%w: SaveWeights: model %s is not built yet", ErrInvalidArgument, m.name)
 	}
@@ -90,6 +93,10 @@ func readWeights(path string) (*weightsHeader, []byte, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("keras: LoadWeights: %w", err)
+	}
+	if bytes.HasPrefix(raw, []byte(hdf5Signature)) {
+		return nil, nil, fmt.Errorf("%w: %s is an HDF5 file (Keras' .h5 / .weights.h5), which godist does not read: "+
+			"load weights written by godist's SaveWeights or ModelCheckpoint, or a model written by Save (.keras)", ErrWeights, path)
 	}
 	if len(raw) < 16 || string(raw[:8]) != weightsMagic {
 		return nil, nil, fmt.Errorf("%w: %s is not a godist weights file (no %q header)", ErrWeights, path, weightsMagic)
@@ -263,4 +270,35 @@ func digitPrefix(s string) int {
 		i++
 	}
 	return i
+}
+
+// WeightsExt is the file name ending SaveWeights suggests for its own format (any name
+// but a foreign format's is accepted).
+const WeightsExt = ".godist.weights"
+
+// hdf5Signature starts every HDF5 file.
+const hdf5Signature = "\x89HDF\r\n\x1a\n"
+
+// checkWeightsPath refuses names that say another format: ".h5", ".hdf5" and
+// ".weights.h5" are HDF5 (Keras' save_weights), ".keras" is a Save archive. godist's
+// weights file is its own (GDKERASW); the error gives the name to write.
+func checkWeightsPath(op, path string) error {
+	lower := strings.ToLower(path)
+	var stem string
+	switch {
+	case strings.HasSuffix(lower, ".weights.h5"):
+		stem = path[:len(path)-len(".weights.h5")]
+	case strings.HasSuffix(lower, ".h5"):
+		stem = path[:len(path)-len(".h5")]
+	case strings.HasSuffix(lower, ".hdf5"):
+		stem = path[:len(path)-len(".hdf5")]
+	case strings.HasSuffix(lower, modelExt):
+		return fmt.Errorf("%w: %s %s: a .keras file is a whole model (Save writes it, with the architecture and the optimizer); "+
+			"write Save(%q), or %s(%q) for the weights alone", ErrInvalidArgument, op, path, path, op, path[:len(path)-len(modelExt)]+WeightsExt)
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s %s: godist does not write HDF5, and its weights file is its own format (magic GDKERASW, "+
+		"see the keras package doc), not Keras' .weights.h5: write %s(%q), or Save(%q) for the whole model",
+		ErrInvalidArgument, op, path, op, stem+WeightsExt, stem+modelExt)
 }
