@@ -81,8 +81,7 @@ func (f *FitBar) Progress(description string, current, target int, text string) 
 		f.bar.SetDescription(description)
 	}
 	if targetChanged {
-		f.bar.SetValue(0)
-		_ = f.bar.SetMax(target) // target >= 1 = min
+		_ = f.bar.SetMax(target) // target >= 1 = min; the value is clamped to it
 	}
 	f.bar.SetValue(current)
 	f.text.SetValue(`<pre style="margin:0 0 0 0.5em">` + html.EscapeString(text) + `</pre>`)

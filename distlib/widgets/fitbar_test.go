@@ -129,3 +129,18 @@ func TestFitBarNoCell(t *testing.T) {
 		}
 	}
 }
+
+// TestFitBarUnknownTarget checks an epoch of unknown length: the bar is drawn full at each
+// step, without going back to zero.
+func TestFitBarUnknownTarget(t *testing.T) {
+	install(t, true)
+	var pub pubRec
+	defer display.SetPublisher(display.SetPublisher(&pub))
+	f := NewFitBar()
+	for _, step := range []int{5, 7} {
+		f.Progress("Epoch 1/1", step, 0, "")
+		if f.bar.Value() != step || f.bar.Max() != step {
+			t.Errorf("after step %d of unknown: bar %d/%d, want full", step, f.bar.Value(), f.bar.Max())
+		}
+	}
+}
