@@ -84,11 +84,7 @@ func (c *recChannel) Close() {
 // install sets a recorder as the front end for one test.
 func install(t *testing.T, validatedFE bool) *recorder {
 	t.Helper()
-	r := newRecorder()
-	old := SetFrontend(r)
-	setState(Ipywidgets6, validatedFE, "test")
-	t.Cleanup(func() { SetFrontend(old); resetDialect() })
-	return r
+	return installDialect(t, Ipywidgets6, validatedFE)
 }
 
 type pubRec struct{ shown []display.Bundle }

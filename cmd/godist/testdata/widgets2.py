@@ -7,23 +7,11 @@ text progress. widgets.py speaks protocol 1 (Notebook 6)."""
 import unittest
 import uuid
 
-from kernelcase import KernelCase, TIMEOUT
+from kernelcase import KernelCase
+from widgets import FIT
 
 VIEW = "application/vnd.jupyter.widget-view+json"
 VSCODE_META = {"cellId": "vscode-notebook-cell:/home/student/course.ipynb#W2sZmlsZQ%3D%3D"}
-
-FIT = '''import (
-    "godist/distlib/data"
-    "godist/distlib/keras"
-    "godist/distlib/keras/layers"
-    "godist/distlib/tensor"
-)
-x := tensor.RandomNormal([]int{256, 8}, 0, 1, 1)
-y := tensor.ReduceSum(x, 1)
-ds := data.FromTensorSlices(x, y).Batch(64, false)
-model := keras.Sequential(layers.Dense(1, layers.InputShape(8)))
-model.Compile(keras.Adam(1e-2), keras.MeanSquaredError())
-h := model.Fit(ds, keras.Epochs(2))'''
 
 
 class Protocol2Case(KernelCase):
