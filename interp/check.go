@@ -1,12 +1,14 @@
 package interp
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"go/types"
 	"reflect"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -96,7 +98,7 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 		}
 	}
 	if first == nil {
-		return nil
+		return unsupported(f, fset, info, code)
 	}
 	msg := gcMessage(first.Msg)
 	if hint := pythonHint(first, f, fset, info, code); hint != "" {
@@ -458,6 +460,11 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 		}
 	case strings.HasPrefix(msg, "assignment mismatch: ") && strings.Contains(msg, " returns "):
 		return "Go returns an error (or a second value) as a further result: name each result, e.g. v, err := ..., and check err"
+	case strings.Contains(msg, "cannot indirect"):
+		// x ** 2 parses as x * (*2).
+		if line := fset.Position(e.Pos).Line; line >= 1 && line <= len(strings.Split(code, "\n")) && strings.Contains(strings.Split(code, "\n")[line-1], "**") {
+			return "Go has no ** operator: math.Pow(x, y) for float64"
+		}
 	case strings.Contains(msg, "(no value) used as value"):
 		return "this call returns nothing: call it as a statement of its own"
 	}
@@ -481,4 +488,128 @@ func methodNamed(t types.Type, name string) *types.Func {
 		return f
 	}
 	return nil
+}
+
+// unsupported refuses, before anything runs, the valid Go that the interpreter cannot run:
+// a range over a function (Go 1.23), a generic type alias (Go 1.24) and new of a value
+// (Go 1.26), each with the Go form that runs.
+func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string) error {
+	var err error
+	ast.Inspect(f, func(n ast.Node) bool {
+		if err != nil {
+			return false
+		}
+		at := func(p token.Pos, msg string) {
+			pos := fset.Position(p)
+			if pos.Filename == "cell" {
+				err = cellError(pos.Line, pos.Column, msg, code)
+			}
+		}
+		switch n := n.(type) {
+		case *ast.RangeStmt:
+			sig, ok := info.Types[n.X].Type.(*types.Signature)
+			if !ok {
+				if t := info.Types[n.X].Type; t != nil {
+					sig, _ = t.Underlying().(*types.Signature)
+				}
+			}
+			if sig == nil || sig.Params().Len() != 1 {
+				return true
+			}
+			yield, _ := sig.Params().At(0).Type().Underlying().(*types.Signature)
+			if yield == nil {
+				return true
+			}
+			var params []string
+			for i := 0; i < yield.Params().Len(); i++ {
+				name := "v"
+				if i == 0 && yield.Params().Len() == 2 {
+					name = "k"
+				}
+				params = append(params, name+" "+typeText(yield.Params().At(i).Type()))
+			}
+			x := types.ExprString(n.X)
+			at(n.X.Pos(), fmt.Sprintf("cannot range over %s (value of type %s): the interpreter does not run range-over-func loops (Go 1.23)\n"+
+				"call the iterator with the loop body as its yield function: %s(func(%s) bool { ...; return true }) (return false to break)",
+				x, typeText(info.Types[n.X].Type), x, strings.Join(params, ", ")))
+		case *ast.TypeSpec:
+			if n.Assign.IsValid() && n.TypeParams != nil && n.TypeParams.NumFields() > 0 {
+				at(n.Pos(), fmt.Sprintf("generic type alias %s: the interpreter does not run generic type aliases (Go 1.24)\n"+
+					"declare a generic type instead: type %s%s %s", n.Name.Name, n.Name.Name, fieldListText(n.TypeParams), types.ExprString(n.Type)))
+			}
+		case *ast.CallExpr:
+			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 {
+				if obj, ok := info.Uses[id].(*types.Builtin); ok && obj.Name() == "new" && !info.Types[n.Args[0]].IsType() {
+					v := types.ExprString(n.Args[0])
+					at(n.Pos(), fmt.Sprintf("new(%s): the interpreter runs new only with a type (new of a value is Go 1.26)\n"+
+						"write v := %s and then &v", v, v))
+				}
+			}
+		}
+		return true
+	})
+	return err
+}
+
+// fieldListText writes a type parameter list: [T any, U comparable].
+func fieldListText(fl *ast.FieldList) string {
+	var parts []string
+	for _, f := range fl.List {
+		var names []string
+		for _, n := range f.Names {
+			names = append(names, n.Name)
+		}
+		parts = append(parts, strings.Join(names, ", ")+" "+types.ExprString(f.Type))
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// syntaxHints give the Go form of Python syntax found on the line of a syntax error.
+var syntaxHints = []struct {
+	re   *regexp.Regexp
+	hint string
+}{
+	{regexp.MustCompile(`\bdef\s+\w+\s*\(`), "Go declares a function with func: func name(x float32) float32 { ... }"},
+	{regexp.MustCompile(`\bfor\s+\w+(\s*,\s*\w+)?\s+in\b`), "Go loops with range: for i := range n { ... }, or for i, x := range xs { ... }"},
+	{regexp.MustCompile(`\b(import\s+\w+\s+as|from\s+[\w.]+\s+import)\b`), "Go imports a package by its path: import \"godist/distlib/keras\", or import k \"godist/distlib/keras\" to name it k"},
+	{regexp.MustCompile(`\bf"`), "Go formats a string with fmt.Sprintf(\"%v\", x) (or fmt.Println(a, b))"},
+	{regexp.MustCompile(`\*\*`), "Go has no ** operator: math.Pow(x, y) for float64"},
+	{regexp.MustCompile(`[(,]\s*[A-Za-z_]\w*\s*=[^=]`), "Go has no keyword arguments: pass the arguments in order; distlib takes options as values, e.g. model.Fit(ds, keras.Epochs(5))"},
+	{regexp.MustCompile(`(^|[^!<>=:])=\s*\[`), "Go writes a list as a slice literal with its type: []float32{1, 2, 3}"},
+	{regexp.MustCompile(`(^|[^!<>=:])=\s*\{`), "Go writes a dict as a map literal with its type: map[string]int{\"a\": 1}"},
+	{regexp.MustCompile(`\b(and|or|not)\b`), "Go's boolean operators are &&, || and !"},
+	{regexp.MustCompile(`\b(if|for|while|else|elif)\b.*:\s*$`), "Go puts a block in braces, not after a colon: if x > 0 { ... }"},
+	{regexp.MustCompile(`\bwhile\b`), "Go's while loop is for: for cond { ... }"},
+	{regexp.MustCompile(`\blambda\b`), "Go writes a lambda as a function literal: func(x float32) float32 { return 2 * x }"},
+}
+
+// syntaxError reports a cell that does not parse: "syntax error: " and the parser's
+// message at the cell line, and the Go form when the line holds Python syntax.
+func syntaxError(err error, code string) error {
+	out := compileError(err, code)
+	var ee *EvalError
+	if !errors.As(out, &ee) || ee.Name != "CompileError" {
+		return out
+	}
+	var line int
+	if _, serr := fmt.Sscanf(ee.Value, "cell line %d:", &line); serr != nil {
+		return out
+	}
+	prefix := fmt.Sprintf("cell line %d: ", line)
+	msg := strings.TrimPrefix(ee.Value, prefix)
+	if !strings.HasPrefix(msg, "syntax error") {
+		msg = "syntax error: " + msg
+	}
+	lines := strings.Split(code, "\n")
+	if line >= 1 && line <= len(lines) {
+		for _, h := range syntaxHints {
+			if h.re.MatchString(lines[line-1]) {
+				msg += "\n" + h.hint
+				break
+			}
+		}
+	}
+	ee.Value = prefix + msg
+	ee.Traceback[0] = ee.Name + ": " + ee.Value
+	return ee
 }

@@ -33,7 +33,7 @@ const lastVar = "_godistLast"
 func (s *Session) runGo(ctx context.Context, code string) (*Result, error) {
 	chunks, err := splitCell(code)
 	if err != nil {
-		return nil, compileError(err, code)
+		return nil, syntaxError(err, code)
 	}
 	if err := s.autoImport(ctx, chunks, code); err != nil {
 		return nil, err

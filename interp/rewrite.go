@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"sort"
 	"strings"
+	"sync/atomic"
 )
 
 // Names the rewriter introduces. Cells should not use identifiers starting with _godist.
@@ -16,6 +17,9 @@ const (
 	minFunc   = "_godistMin" // generic min, defined by the prelude
 	maxFunc   = "_godistMax" // generic max, defined by the prelude
 )
+
+// hoistSeq numbers the temporaries that hold hoisted min and max calls.
+var hoistSeq atomic.Int64
 
 // rewriteEnv tells the rewriter what it cannot see in the chunk itself.
 type rewriteEnv struct {
@@ -705,8 +709,8 @@ func (r *rewriter) builtinCall(n *ast.CallExpr, top bool) {
 			if !top {
 				return fn + "(" + strings.Join(parts, ", ") + ")"
 			}
-			r.seq++
-			tmp := fmt.Sprintf("_godistT%d", r.seq)
+			// Unique in the session: two statements of one cell hoist into one source.
+			tmp := fmt.Sprintf("_godistT%d", hoistSeq.Add(1))
 			stmt := fmt.Sprintf("%s := %s; ", tmp, oneLine(parts[0]))
 			if len(parts) > 1 {
 				stmt += fmt.Sprintf("%s = %s(%s, %s); ", tmp, fn, tmp, oneLine(strings.Join(parts[1:], ", ")))

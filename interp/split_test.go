@@ -98,7 +98,7 @@ func TestRewrite(t *testing.T) {
 		{name: "range over func global", code: "for x := range seq {}", err: "range over the function seq"},
 		{name: "go call captures args", code: "go work(i, \"s\")", want: []string{"_godistA1_0 := i", "GoPanic", "work(_godistA1_0, \"s\")"}},
 		{name: "go literal gets recover", code: "go func(v int) {\n\tprintln(v)\n}(i)", want: []string{"func(v int) { defer func()", "}(i)"}},
-		{name: "min hoisted at top level", code: "m := min(3, a, b)", want: []string{"_godistT1 := a; _godistT1 = _godistMin(_godistT1, 3, b); ", "m := _godistT1"}},
+		{name: "min hoisted at top level", code: "m := min(3, a, b)", want: []string{" := a; _godistT", " = _godistMin(_godistT", ", 3, b); ", "m := _godistT"}},
 		{name: "max inside function", code: "func f(a, b int) int { return max(a, b) }", want: []string{"return _godistMax(a, b)"}},
 		{name: "clear", code: "clear(m)", want: []string{"_godist.Clear(m)"}},
 		{name: "shadowed builtin", code: "myFunc(1)", want: []string{"myFunc(1)"}},
