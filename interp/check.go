@@ -528,10 +528,13 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 				}
 				params = append(params, name+" "+typeText(yield.Params().At(i).Type()))
 			}
-			x := types.ExprString(n.X)
+			x, call := types.ExprString(n.X), types.ExprString(n.X)
+			if _, lit := ast.Unparen(n.X).(*ast.FuncLit); lit {
+				x, call = "func literal", "func(yield ...) { ... }"
+			}
 			at(n.X.Pos(), fmt.Sprintf("cannot range over %s (value of type %s): the interpreter does not run range-over-func loops (Go 1.23)\n"+
 				"call the iterator with the loop body as its yield function: %s(func(%s) bool { ...; return true }) (return false to break)",
-				x, typeText(info.Types[n.X].Type), x, strings.Join(params, ", ")))
+				x, typeText(info.Types[n.X].Type), call, strings.Join(params, ", ")))
 		case *ast.TypeSpec:
 			if n.Assign.IsValid() && n.TypeParams != nil && n.TypeParams.NumFields() > 0 {
 				at(n.Pos(), fmt.Sprintf("generic type alias %s: the interpreter does not run generic type aliases (Go 1.24)\n"+
