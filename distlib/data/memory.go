@@ -17,7 +17,7 @@ var ErrOutOfMemory = tensor.ErrOutOfMemory
 // the memory this process may still use.
 func checkBuffer(op, what string, count, each int) {
 	if err := memlimit.CheckElems(what, count, each); err != nil {
-		panic(fmt.Errorf("data: %s: %w (a smaller buffer size)", op, err))
+		panic(fmt.Errorf("data: %s: %w", op, err))
 	}
 }
 
@@ -40,7 +40,7 @@ func checkGrowth(op, buffer string, have, target int, el Element) {
 		return
 	}
 	each := elementBytes(el)
-	checkBuffer(op, fmt.Sprintf("a %s of %d elements of %s each", buffer, target, memlimit.Bytes(uint64(each))), target-have, each)
+	checkBuffer(op, fmt.Sprintf("Dataset.%s's %s of %d elements of %s each", op, buffer, target, memlimit.Bytes(uint64(each))), target-have, each)
 }
 
 const sizeofPrefetched = int(unsafe.Sizeof(prefetched{}))

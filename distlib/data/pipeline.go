@@ -56,9 +56,9 @@ func (d *Dataset) Shuffle(bufferSize int, seed int64, opts ...ShuffleOption) *Da
 					}
 					buf = append(buf, el)
 					if target := bufferSize; d.card >= 0 && d.card < target {
-						checkGrowth("Shuffle", "shuffle buffer", len(buf), d.card, el)
+						checkGrowth("Shuffle", "buffer", len(buf), d.card, el)
 					} else {
-						checkGrowth("Shuffle", "shuffle buffer", len(buf), target, el)
+						checkGrowth("Shuffle", "buffer", len(buf), target, el)
 					}
 				}
 				if len(buf) == 0 {
@@ -159,7 +159,7 @@ func (d *Dataset) Prefetch(bufferSize int) *Dataset {
 	if bufferSize == Autotune {
 		bufferSize = autotuneBuffer
 	}
-	checkBuffer("Prefetch", fmt.Sprintf("a prefetch buffer of %d elements", bufferSize), bufferSize, sizeofPrefetched)
+	checkBuffer("Prefetch", fmt.Sprintf("Dataset.Prefetch's buffer of %d elements", bufferSize), bufferSize, sizeofPrefetched)
 	return d.derive("PrefetchDataset", d.card, d.sameSpec(), func() iterator {
 		return startPrefetch(d.open(), bufferSize)
 	})
@@ -224,7 +224,7 @@ func (p *prefetchIter) run(in iterator) {
 		if item.panic == nil && !checkedPrefetch {
 			// The buffer will hold up to cap(p.ch) elements like the first.
 			checkedPrefetch = true
-			if err := safeCheck(func() { checkGrowth("Prefetch", "prefetch buffer", 1, cap(p.ch)+1, item.el) }); err != nil {
+			if err := safeCheck(func() { checkGrowth("Prefetch", "buffer", 1, cap(p.ch)+1, item.el) }); err != nil {
 				item = prefetched{panic: err}
 			}
 		}

@@ -81,7 +81,7 @@ func (d *Dataset) Batch(n int, dropRemainder bool) *Dataset {
 	if n < 1 {
 		panic(fmt.Errorf("%w: Batch: batch size %d must be at least 1", ErrArgument, n))
 	}
-	checkBuffer("Batch", fmt.Sprintf("a batch of %d elements", n), n, int(unsafe.Sizeof(Element(nil))))
+	checkBuffer("Batch", fmt.Sprintf("Dataset.Batch's batch of %d elements", n), n, int(unsafe.Sizeof(Element(nil))))
 	card := d.card
 	if card >= 0 {
 		if dropRemainder {
@@ -140,7 +140,7 @@ func storage(spare Element, k, n int) []float32 {
 		return spare[k].Data()[:n]
 	}
 	if n >= memlimit.Threshold/4 {
-		checkBuffer("Batch", fmt.Sprintf("a batch component of %d float32s", n), n, 4)
+		checkBuffer("Batch", fmt.Sprintf("Dataset.Batch's batch component of %d float32s", n), n, 4)
 	}
 	return make([]float32, n)
 }

@@ -17,7 +17,8 @@ var ErrOutOfMemory = memlimit.ErrTooLarge
 const bigFloats = memlimit.Threshold / 4
 
 // floats returns n zeroed float32s for a tensor of shape made by op, or panics with an
-// *OpError (ErrOutOfMemory) naming the shape, its size and the limit when they do not fit.
+// *OpError naming the shape, its size and the limit when they do not fit (it wraps the
+// *memlimit.Error, so the kernel reports a MemoryError, and unwraps to ErrOutOfMemory).
 func floats(op string, shape []int, n int) []float32 {
 	if n >= bigFloats || n < 0 {
 		checkAlloc(op, shape, n)
@@ -27,11 +28,11 @@ func floats(op string, shape []int, n int) []float32 {
 
 // checkAlloc panics with ErrOutOfMemory when n float32s (a tensor of shape) do not fit.
 func checkAlloc(op string, shape []int, n int) {
-	if err := memlimit.CheckElems(fmt.Sprintf("a float32 tensor of shape %v", shape), n, 4); err != nil {
+	if err := memlimit.CheckElems(allocWhat(op, shape), n, 4); err != nil {
 		if op == "" {
 			op = "output"
 		}
-		panic(&OpError{Op: op, Msg: err.Error(), Err: ErrOutOfMemory})
+		panic(&OpError{Op: op, Msg: err.Error(), Err: err})
 	}
 }
 
@@ -44,8 +45,8 @@ func elements(op string, shape []int) (int, error) {
 			return 0, fmt.Errorf("%w: dimension %d of shape %v is negative", ErrShape, i, shape)
 		}
 		if d != 0 && n > maxInt/d {
-			return 0, &OpError{Op: op, Msg: (&memlimit.Error{What: fmt.Sprintf("a float32 tensor of shape %v", shape),
-				Bytes: ^uint64(0), Limit: memlimit.Current()}).Error(), Err: ErrOutOfMemory}
+			e := &memlimit.Error{What: allocWhat(op, shape), Bytes: ^uint64(0), Limit: memlimit.Current()}
+			return 0, &OpError{Op: op, Msg: e.Error(), Err: e}
 		}
 		n *= d
 	}
@@ -53,3 +54,11 @@ func elements(op string, shape []int) (int, error) {
 }
 
 const maxInt = int(^uint(0) >> 1)
+
+// allocWhat names an allocation for the error: "tensor.Zeros of shape [2 3] (float32)".
+func allocWhat(op string, shape []int) string {
+	if op == "" {
+		return fmt.Sprintf("an op's output of shape %v (float32)", shape)
+	}
+	return fmt.Sprintf("tensor.%s of shape %v (float32)", op, shape)
+}

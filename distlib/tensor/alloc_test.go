@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"godist/internal/memlimit"
 )
 
 // TestTooLargeAllocationsFailRecoverably: constructors and ops asked for more memory than
@@ -31,8 +33,9 @@ func TestTooLargeAllocationsFailRecoverably(t *testing.T) {
 			defer func() {
 				err, _ := recover().(error)
 				var oe *OpError
-				if !errors.Is(err, ErrOutOfMemory) || !errors.As(err, &oe) {
-					t.Fatalf("panic %v, want an *OpError unwrapping to ErrOutOfMemory", err)
+				var me *memlimit.Error
+				if !errors.Is(err, ErrOutOfMemory) || !errors.As(err, &oe) || !errors.As(err, &me) {
+					t.Fatalf("panic %v, want an *OpError wrapping a *memlimit.Error (ErrOutOfMemory)", err)
 				}
 				for _, w := range tc.want {
 					if !strings.Contains(err.Error(), w) {
