@@ -44,8 +44,8 @@ func TestBrowserLab(t *testing.T) {
 		}
 	}
 	dist := buildFrontEnds(t, jlabFrontEnd, html7FrontEnd)
-	static, _ := json.Marshal([]string{dist[jlabFrontEnd], dist[html7FrontEnd]})
-	srv := startNotebookServer(t, "--NotebookApp.extra_static_paths="+string(static))
+	srv := startNotebookServer(t, "--NotebookApp.extra_static_paths="+dist[jlabFrontEnd],
+		"--NotebookApp.extra_static_paths="+dist[html7FrontEnd])
 	b := startBrowser(t)
 	shots := screenshotDir(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)

@@ -5,10 +5,12 @@
 export function installRecorder(page) {
   const cellSnap = (c) => {
     const el = c.el;
-    const out = {bars: [], fit: "", buttons: [], panel: null, prompt: c.prompt, errors: [], stream: ""};
+    const out = {bars: [], fit: "", fitbox: "", buttons: [], panel: null, prompt: c.prompt, errors: [], stream: ""};
     el.querySelectorAll(".progress-bar").forEach(b => out.bars.push(parseFloat(b.style.width) || 0));
     const pres = el.querySelectorAll(".widget-html-content pre");
     if (pres.length) out.fit = pres[pres.length - 1].textContent;
+    const boxes = el.querySelectorAll(".widget-vbox");
+    if (boxes.length) out.fitbox = boxes[boxes.length - 1].innerText;
     el.querySelectorAll(page.outputSelector + " button").forEach(b => out.buttons.push(b.textContent.trim()));
     const table = el.querySelector("table.godist-cluster-panel");
     if (table) {

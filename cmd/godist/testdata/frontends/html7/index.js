@@ -6,6 +6,7 @@
 // manager never opens jupyter.widget.control (VS Code does not load widget state from the
 // kernel). It opens the notebook named by ?path= and exposes window.godistPage for the
 // browser test (cmd/godist/browser_lab_test.go).
+import './jquery-global.js';
 import * as base from '@jupyter-widgets/base';
 import { HTMLManager } from '@jupyter-widgets/html-manager';
 import { ServerConnection, ServiceManager } from '@jupyterlab/services';

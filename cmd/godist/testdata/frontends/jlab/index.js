@@ -13,7 +13,9 @@ import {
   NotebookPanel,
   NotebookTracker,
   NotebookWidgetFactory,
-  StaticNotebook
+  StaticNotebook,
+  runCell,
+  setCellExecutor
 } from '@jupyterlab/notebook';
 import { RenderMimeRegistry, standardRendererFactories } from '@jupyterlab/rendermime';
 import {
@@ -47,6 +49,8 @@ async function main() {
   const manager = new ServiceManager();
   await manager.ready;
 
+  // The cell executor the notebook extension's cell-executor plugin provides.
+  setCellExecutor(Object.freeze({ runCell }));
   const rendermime = new RenderMimeRegistry({ initialFactories: standardRendererFactories });
   // The application's plugin system: the widget manager plugin gets the rendermime registry
   // and the notebook tracker, and the widget modules register with what it provides.
