@@ -154,12 +154,12 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		}
 	}
 	type lifted struct {
-		names []string
-		stmt  *ast.AssignStmt
-		c     *chunk
-		off   func(token.Pos) int
+		lhs  []string // the names, "_" for those an earlier definition of the cell made
+		stmt *ast.AssignStmt
+		off  func(token.Pos) int
 	}
 	liftOf := map[*chunk]*lifted{}
+	assignOf := map[*chunk]*liftedStmt{} // redefinitions of the cell's own names: assignments
 	liftedNames := map[string]bool{}
 	for _, c := range chunks {
 		if c.Kind != chunkStmt {
@@ -169,18 +169,29 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		if l == nil {
 			continue
 		}
-		names := definedNames(c)
-		again := false
-		for _, n := range names {
-			again = again || liftedNames[n] || cellNames[n]
+		lhs := lhsTexts(l.stmt)
+		fresh := false
+		for i, n := range lhs {
+			if n == "_" {
+				continue
+			}
+			if liftedNames[n] || cellNames[n] {
+				lhs[i] = "_"
+			} else {
+				fresh = true
+			}
 		}
-		if again || selfReferent(l.stmt, names) {
+		if !fresh {
+			assignOf[c] = l
 			continue
 		}
-		for _, n := range names {
-			liftedNames[n] = true
+		if selfReferent(l.stmt, definedNames(c)) {
+			continue // x := x + 1: a new x from the old one, a statement of its own
 		}
-		liftOf[c] = &lifted{names: names, stmt: l.stmt, c: c, off: l.off}
+		for _, n := range lhs {
+			liftedNames[n] = n != "_"
+		}
+		liftOf[c] = &lifted{lhs: lhs, stmt: l.stmt, off: l.off}
 	}
 
 	s.mu.Lock()
@@ -261,7 +272,7 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		} else {
 			col += rhs
 		}
-		fmt.Fprintf(&b, "var %s = %s%s\n", strings.Join(lhsTexts(l.stmt), ", "), lineDirective("cell", line, col), c.Text[rhs:])
+		fmt.Fprintf(&b, "var %s = %s%s\n", strings.Join(l.lhs, ", "), lineDirective("cell", line, col), c.Text[rhs:])
 	}
 	b.WriteString("func _() {\n")
 	last := chunks[len(chunks)-1]
@@ -269,7 +280,12 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		if c.Kind != chunkStmt || liftOf[c] != nil {
 			continue
 		}
-		b.WriteString(lineDirective("cell", c.Line, c.Col) + c.Text + "\n")
+		text := c.Text
+		if a := assignOf[c]; a != nil {
+			at := a.off(a.stmt.TokPos)
+			text = text[:at] + " =" + text[at+2:] // same length: positions stay
+		}
+		b.WriteString(lineDirective("cell", c.Line, c.Col) + text + "\n")
 		if c == last && c.Expr {
 			cf.finalStart = cellPos{c.Line, c.Col}
 			end := cellPos{c.Line + strings.Count(c.Text, "\n"), c.Col + len(c.Text)}
