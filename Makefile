@@ -11,7 +11,7 @@ GOFLAGS_TAGS := $(if $(TAGS),-tags '$(TAGS)',)
 HAVE_CBLAS := $(shell [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ] && echo yes)
 TESTTIMEOUT ?= 40m
 
-.PHONY: all build deps install uninstall quickstart test test-short bench generate check-generate vet clean
+.PHONY: all build deps install uninstall quickstart test test-short cross bench generate check-generate vet clean
 
 all: build
 
@@ -45,10 +45,38 @@ quickstart: deps install
 	  print("".join("".join(o["text"]) for o in outs if "Eval" in "".join(o["text"]) or "Number of devices" in "".join(o["text"])), end="")'
 	@echo "executed notebook: out/quickstart.ipynb"
 
-test: build
+test: build cross
 	$(GO) vet $(GOFLAGS_TAGS) ./...
 	$(GO) test $(GOFLAGS_TAGS) -timeout $(TESTTIMEOUT) ./...
 	$(if $(HAVE_CBLAS),$(GO) test -tags openblas ./distlib/tensor ./distlib/optim)
+
+# cross: everything builds and vets (test files included) for macOS on Apple silicon and Intel
+# and for Linux on arm64, and the packages with architecture- or OS-specific code (assembly
+# and its Go fallbacks, getg, shared-memory collectives and futexes, fd redirection) pass
+# their short tests as linux/arm64 binaries under qemu-user (Debian's qemu-user: make deps).
+# Skipped under qemu, each for a reason of the emulator, not of arm64:
+#   TestUnboundedRecursion: recursing to yaegi's depth bound takes minutes emulated;
+#   Test*SharedMemoryTwoProcesses: they start the test binary again, which the host cannot
+#     execute without qemu's binfmt registration;
+#   TestGRPCSharedMemoryFull: it maps a region twice /dev/shm's size, more address space than
+#     qemu-user gives a guest.
+CROSS_TARGETS := darwin/arm64 darwin/amd64 linux/arm64
+QEMU_AARCH64  ?= qemu-aarch64
+ARM64_TEST_PKGS := ./internal/goid ./internal/simd ./distlib/device ./distlib/tensor ./distlib/optim \
+	./distlib/collective ./distlib/transport ./interp ./kernel
+ARM64_TEST_SKIP := ^(TestUnboundedRecursion|TestGRPCSharedMemoryTwoProcesses|TestPSSharedMemoryTwoProcesses|TestGRPCSharedMemoryFull)$$
+
+cross:
+	@set -e; for t in $(CROSS_TARGETS); do \
+	  echo "cross: $$t: go build ./... && go vet ./..."; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) build ./...; \
+	  GOOS=$${t%/*} GOARCH=$${t#*/} $(GO) vet ./...; \
+	done
+	@command -v $(QEMU_AARCH64) >/dev/null || \
+	  { echo "cross: $(QEMU_AARCH64) not found: install Debian's qemu-user (make deps) to run the linux/arm64 tests"; exit 1; }
+	@echo "cross: linux/arm64 tests under $(QEMU_AARCH64)"
+	GOOS=linux GOARCH=arm64 $(GO) test -exec $(QEMU_AARCH64) -short -timeout 15m \
+		-skip '$(ARM64_TEST_SKIP)' $(ARM64_TEST_PKGS)
 
 test-short:
 	$(GO) test $(GOFLAGS_TAGS) -short ./...
