@@ -140,7 +140,9 @@ func shortDlerror(err error) string {
 	if s == "" {
 		return "not found"
 	}
-	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s[i:], "No such file") {
+	// glibc: "libcuda.so.1: cannot open shared object file: No such file or directory";
+	// macOS: "dlopen(libcuda.so.1, 0x000A): tried: 'libcuda.so.1' (no such file), ...".
+	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(strings.ToLower(s[i:]), "no such file") {
 		return "not found"
 	}
 	return s
@@ -155,6 +157,8 @@ var SystemDirs = []string{
 	"/usr/lib",
 	"/usr/local/cuda/lib64",
 	"/usr/local/cuda/targets/x86_64-linux/lib",
+	"/usr/local/cuda/targets/sbsa-linux/lib",    // arm64 servers (Grace)
+	"/usr/local/cuda/targets/aarch64-linux/lib", // Jetson
 	"/usr/local/nvidia/lib64",
 	"/usr/lib/wsl/lib",
 	"/opt/cuda/lib64",

@@ -141,3 +141,18 @@ func TestBindingSignatures(t *testing.T) {
 		t.Errorf("cuda binds %d functions, want 30", len(tables["cuda"]))
 	}
 }
+
+// TestShortDlerror: a missing library reads "not found" in glibc's words and macOS's; other
+// errors are kept whole.
+func TestShortDlerror(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"libcuda.so.1: cannot open shared object file: No such file or directory", "not found"},
+		{"dlopen(libcuda.so.1, 0x000A): tried: 'libcuda.so.1' (no such file), '/usr/lib/libcuda.so.1' (no such file, not in dyld cache)", "not found"},
+		{"/x/libcuda.so.1: wrong ELF class: ELFCLASS32", "/x/libcuda.so.1: wrong ELF class: ELFCLASS32"},
+		{"  ", "not found"},
+	} {
+		if got := shortDlerror(errors.New(c.in)); got != c.want {
+			t.Errorf("shortDlerror(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
