@@ -123,7 +123,8 @@ type MultiWorkerMirroredStrategy struct {
 	timeout time.Duration
 	comm    CommunicationImplementation
 
-	peers []peerTask // the task of every rank (worker i of n without a cluster)
+	peers    []peerTask       // the task of every rank (worker i of n without a cluster)
+	resolver cluster.Resolver // where the cluster came from (nil over WithTransport)
 
 	mu     sync.Mutex // serializes cross-worker collectives; all workers issue them in the same order
 	seq    uint64
@@ -201,6 +202,7 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 		}
 		r = tr
 	}
+	s.resolver = r
 	spec := r.ClusterSpec()
 	if spec.Empty() {
 		logf("INFO", "Single-worker MultiWorkerMirroredStrategy with local_devices = (%s), communication = %v",
@@ -424,3 +426,22 @@ func (s *MultiWorkerMirroredStrategy) String() string {
 }
 
 var _ Strategy = (*MultiWorkerMirroredStrategy)(nil)
+
+// ClusterResolver returns the resolver the strategy learned its cluster from, like
+// strategy.cluster_resolver: its TaskType() and TaskID() are this worker's task ("" and 0
+// for a single worker without TF_CONFIG, as TF's None). Over WithTransport it is task
+// "worker" Rank(), with no addresses.
+func (s *MultiWorkerMirroredStrategy) ClusterResolver() cluster.Resolver {
+	if s.resolver != nil {
+		return s.resolver
+	}
+	return rankResolver{rank: s.worker}
+}
+
+// rankResolver describes a worker of a group made with WithTransport: its rank, no spec.
+type rankResolver struct{ rank int }
+
+func (r rankResolver) ClusterSpec() cluster.ClusterSpec { return cluster.ClusterSpec{} }
+func (r rankResolver) TaskType() string                 { return cluster.Worker }
+func (r rankResolver) TaskID() int                      { return r.rank }
+func (r rankResolver) RPCLayer() string                 { return "grpc" }

@@ -137,7 +137,13 @@ type ParameterServerStrategy struct {
 	vars  []*ShardedVariable
 
 	placed placedVars // this process's copies standing for ps variables
+
+	resolver cluster.Resolver
 }
+
+// ClusterResolver returns the resolver the strategy was made with, like
+// strategy.cluster_resolver.
+func (s *ParameterServerStrategy) ClusterResolver() cluster.Resolver { return s.resolver }
 
 // NewParameterServerStrategy connects to the cluster that r describes (a "ps" job and a
 // "worker" job; this process is the coordinator, normally the "chief" task). It panics
@@ -166,7 +172,7 @@ func newParameterServerStrategy(r cluster.Resolver, opts []PSOption) (*Parameter
 	if o.token == "" {
 		return nil, fmt.Errorf("%w: %v; or use WithPSToken", ErrCluster, o.tokenErr)
 	}
-	s := &ParameterServerStrategy{numWorkers: nw, partitioner: o.partitioner, token: o.token, timeout: o.timeout,
+	s := &ParameterServerStrategy{resolver: r, numWorkers: nw, partitioner: o.partitioner, token: o.token, timeout: o.timeout,
 		remote: o.remote, workerAddrs: spec.JobTasks(cluster.Worker), workerTO: o.workerTimeout, reachTO: o.reachTimeout, names: map[string]int{}}
 	devs := defaultDevices()[:1]
 	s.base = base{name: "ParameterServerStrategy", devices: devs, mirror: false,
