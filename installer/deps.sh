@@ -6,13 +6,22 @@
 # (dataset-fashion-mnist: the IDX files in /usr/share/datasets/fashion-mnist, where
 # datasets.LoadFashionMNIST looks by default), the Notebook 6 widget front end (ipywidgets 6:
 # progress bars and the cluster panel), Chromium for the browser test, and matplotlib for
-# bench/fashion's accuracy plot.
-# It installs only what is missing and is safe to run again.
+# bench/fashion's accuracy plot, and qemu-user for make cross (the linux/arm64 tests).
+# It installs only what is missing and is safe to run again. Without apt (macOS) it says what
+# to install instead and changes nothing.
 set -euo pipefail
+if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>&1; then
+  if [ "$(uname -s)" = Darwin ]; then
+    echo "deps: no apt-get here (macOS): install Go and Jupyter with Homebrew: brew install go jupyterlab, then make install (README, macOS)"
+  else
+    echo "deps: no apt-get here: install Go 1.26 and Jupyter (jupyter-client, nbconvert, notebook) with this system's package manager, then make install"
+  fi
+  exit 0
+fi
 pkgs=(jupyter-client jupyter-nbconvert python3-nbclient jupyter-console jupyter-notebook
       python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 python3-torch
       dataset-fashion-mnist python3-ipywidgets python3-widgetsnbextension
-      jupyter-nbextension-jupyter-js-widgets chromium python3-matplotlib)
+      jupyter-nbextension-jupyter-js-widgets chromium python3-matplotlib qemu-user)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
