@@ -146,3 +146,20 @@ func TestScaleRegularizationLoss(t *testing.T) {
 		t.Errorf("summed over 2 replicas: %v, want the penalty once (3)", got)
 	}
 }
+
+// TestDistributeValuesFromFunction: the distributed input tutorial's
+// experimental_distribute_values_from_function: one value per replica, from its id.
+func TestDistributeValuesFromFunction(t *testing.T) {
+	splitCPU(t, 2)
+	s := NewMirroredStrategy(WithDevices(cpu(0), cpu(1)))
+	v := s.ExperimentalDistributeValuesFromFunction(func(ctx *ValueContext) *tensor.Tensor {
+		return tensor.Scalar(float32(10*ctx.ReplicaIDInSyncGroup + ctx.NumReplicasInSync))
+	})
+	local := s.ExperimentalLocalResults(v)
+	if len(local) != 2 || local[0].Item() != 2 || local[1].Item() != 12 || local[1].Device() != cpu(1) {
+		t.Fatalf("values %v", local)
+	}
+	if got := s.Reduce(ReduceSum, v, -1).Item(); got != 14 {
+		t.Errorf("Reduce(SUM) = %v, want 14", got)
+	}
+}

@@ -302,3 +302,31 @@ func (v *MirroredVariable) String() string {
 	b.WriteString("}")
 	return b.String()
 }
+
+// ValueContext is what ExperimentalDistributeValuesFromFunction's function receives, like
+// tf.distribute.experimental.ValueContext.
+type ValueContext struct {
+	// ReplicaIDInSyncGroup is the replica's index among all replicas in sync.
+	ReplicaIDInSyncGroup int
+	// NumReplicasInSync is the number of replicas in sync.
+	NumReplicasInSync int
+}
+
+// ExperimentalDistributeValuesFromFunction calls fn once for each local replica and
+// returns the values as a PerReplica placed on the replicas' devices, like
+// strategy.experimental_distribute_values_from_function(value_fn); Run passes the
+// values to the replica functions with inputs made from it, and Reduce combines them.
+func (b *base) ExperimentalDistributeValuesFromFunction(fn func(ctx *ValueContext) *tensor.Tensor) *PerReplica {
+	if fn == nil {
+		panic(fmt.Errorf("%w: ExperimentalDistributeValuesFromFunction(nil)", ErrReplicas))
+	}
+	out := make([]*tensor.Tensor, len(b.devices))
+	for r, dev := range b.devices {
+		v := fn(&ValueContext{ReplicaIDInSyncGroup: b.worker*len(b.devices) + r, NumReplicasInSync: b.NumReplicasInSync()})
+		if v == nil {
+			panic(fmt.Errorf("%w: ExperimentalDistributeValuesFromFunction: the function returned nil for replica %d", ErrReplicas, r))
+		}
+		out[r] = v.To(dev)
+	}
+	return &PerReplica{values: out}
+}
