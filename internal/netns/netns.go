@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -50,8 +51,11 @@ type Hosts struct {
 var seq atomic.Uint32
 
 // Unavailable returns why no hosts can be made here ("" when they can, as far as can be told
-// without trying): not root, or no `ip` command.
+// without trying): not Linux, not root, or no `ip` command.
 func Unavailable() string {
+	if runtime.GOOS != "linux" { // macOS's `ip` (iproute2mac) has no namespaces
+		return "network namespaces need Linux, not " + runtime.GOOS
+	}
 	if os.Geteuid() != 0 {
 		return "needs root to create network namespaces (run the tests as root, as CI does)"
 	}
