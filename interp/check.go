@@ -632,3 +632,32 @@ func syntaxError(err error, code string) error {
 	ee.Traceback[0] = ee.Name + ": " + ee.Value
 	return ee
 }
+
+// interpreterWords are what yaegi's messages show of its insides.
+var interpreterWords = regexp.MustCompile(`reflect|CFG|nil type|cannot compile this code|main\.|_godist|interp\.|valueInterface|unsupported assign|panic:`)
+
+// interpreterLimit rewords a compile error of yaegi for code the cell check accepted (so
+// valid Go that the interpreter cannot run): it names the cell line (the group's first
+// when yaegi gave none) and says what happened in words a student can act on; yaegi's own
+// message stays in the traceback.
+func interpreterLimit(err error, group []*chunk, code string) error {
+	var ee *EvalError
+	if err == nil || !errors.As(err, &ee) || ee.Name != "CompileError" || !interpreterWords.MatchString(ee.Value) {
+		return err
+	}
+	line := group[0].Line
+	fmt.Sscanf(ee.Value, "cell line %d:", &line)
+	last := group[len(group)-1]
+	where := fmt.Sprintf("cell line %d", line)
+	if !strings.HasPrefix(ee.Value, "cell line ") {
+		if end := last.Line + strings.Count(last.Text, "\n"); end > line {
+			where = fmt.Sprintf("cell lines %d-%d", line, end)
+		}
+	}
+	out := cellError(line, 0, "", code).(*EvalError)
+	out.Value = where + ": Go accepts this code but the interpreter cannot run it; write it another way " +
+		"(a generic function or type used more simply, or the construct in a function)"
+	out.Traceback[0] = out.Name + ": " + out.Value
+	out.Traceback = append(out.Traceback, "interpreter: "+ee.Value)
+	return out
+}

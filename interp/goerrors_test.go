@@ -311,3 +311,19 @@ var ec EpochCounter`)
 	// The session is intact after them all.
 	runCells(t, s, []cellCase{{"add(n, len(xs))", "6", ""}})
 }
+
+// TestValidGoTheInterpreterCannotRun: Go the check accepts but yaegi cannot compile (a
+// generic variadic function here) says so at the cell line instead of "the interpreter
+// cannot compile this code (nil reflect type)", yaegi's words going to the traceback.
+func TestValidGoTheInterpreterCannotRun(t *testing.T) {
+	s := newSession(t, Options{})
+	mustRun(t, s, "type Num interface{ ~int | ~float64 }\nfunc Sum[T Num](xs ...T) T {\n\tvar s T\n\tfor _, x := range xs {\n\t\ts += x\n\t}\n\treturn s\n}")
+	ee := wantError(t, s, "a := 1\nSum(a, 2, 3)")
+	want := "cell line 2: Go accepts this code but the interpreter cannot run it"
+	if ee.Name != "CompileError" || !strings.HasPrefix(ee.Value, want) {
+		t.Errorf("got %s: %q, want %q", ee.Name, ee.Value, want)
+	}
+	if m := regexp.MustCompile(`reflect|CFG|nil type`).FindString(ee.Value); m != "" {
+		t.Errorf("%q shows %q", ee.Value, m)
+	}
+}
