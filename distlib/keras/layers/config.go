@@ -89,7 +89,9 @@ var fromConfig = map[string]func(r *configReader, opts []Option) Layer{
 	"Reshape": func(r *configReader, opts []Option) Layer {
 		return Reshape(r.ints("target_shape"), opts...)
 	},
-	"Flatten": func(r *configReader, opts []Option) Layer { return Flatten(opts...) },
+	"Flatten":                func(r *configReader, opts []Option) Layer { return Flatten(opts...) },
+	"GlobalAveragePooling1D": func(r *configReader, opts []Option) Layer { return GlobalAveragePooling1D(opts...) },
+	"GlobalAveragePooling2D": func(r *configReader, opts []Option) Layer { return GlobalAveragePooling2D(opts...) },
 	"Dense": func(r *configReader, opts []Option) Layer {
 		opts = append(opts, r.activation(), UseBias(r.boolean("use_bias", true)))
 		if reg := r.regularizer("kernel_regularizer"); reg != nil {
