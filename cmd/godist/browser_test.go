@@ -114,9 +114,10 @@ func testWidgetCells(ctx context.Context, t *testing.T, srv *notebookServer, sho
 
 	t.Run("progress and Fit", func(t *testing.T) {
 		from := nb.run(ctx, t, 0, 3*time.Minute)
-		// The reply can overtake the last updates: wait for Fit's end to be drawn.
+		// The reply can overtake the last updates: wait for Fit's end to be drawn (its live
+		// row gone, the last epoch's line in its history).
 		_, err := nb.waitCell(ctx, 0, from, "Fit's last epoch drawn", 30*time.Second, func(s cellSnapshot) bool {
-			return len(s.Bars) == 2 && s.Bars[1] == 100 && strings.Contains(s.Fit, "Epoch 3/3")
+			return len(s.Bars) == 1 && strings.Contains(s.FitBox, "Epoch 3/3")
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -134,24 +135,31 @@ func testWidgetCells(ctx context.Context, t *testing.T, srv *notebookServer, sho
 		if !slices.ContainsFunc(loading, func(w float64) bool { return w > 0 && w < 100 }) {
 			t.Errorf("the progress widget was never drawn part way: %v", loading)
 		}
-		last := history[len(history)-1]
-		if len(last.Bars) != 2 {
-			t.Fatalf("the cell shows %d progress bars, want 2 (the widget and Fit's): %+v", len(last.Bars), last)
-		}
-		if last.Bars[1] != 100 {
-			t.Errorf("Fit's bar ends at %v%%, want 100%%", last.Bars[1])
-		}
+		// While Fit trains, its bar (the epoch as its label) stands part way with the steps,
+		// time left and loss beside it, under the finished epochs' lines.
+		live := regexp.MustCompile(`^\d+/64 \d+s \d+[mu]?s/step - loss: [0-9.]+`)
+		onBar := regexp.MustCompile(`(?m)^Epoch [1-3]/3$`)
 		fitDrawn := 0
 		for _, s := range history {
-			if len(s.Bars) == 2 {
+			if len(s.Bars) == 2 && s.Bars[1] > 0 && s.Bars[1] < 100 && live.MatchString(s.Fit) && onBar.MatchString(s.FitBox) {
 				fitDrawn++
 			}
 		}
 		if fitDrawn < 2 {
-			t.Errorf("Fit's bar was drawn %d times, want it updated while training", fitDrawn)
+			t.Errorf("Fit's bar was drawn part way with its epoch, steps and loss %d times, want it updated while training", fitDrawn)
 		}
-		if !strings.Contains(last.Fit, "Epoch 3/3") || !strings.Contains(last.Fit, "loss:") {
-			t.Errorf("Fit's text widget ends with %q, want Epoch 3/3 and the loss", last.Fit)
+		// At the end the live row is gone and the history reads as Keras prints: each
+		// epoch's header and closing line, once.
+		last := history[len(history)-1]
+		if len(last.Bars) != 1 || last.Fit != "" {
+			t.Errorf("after Fit the cell shows %d progress bars and live text %q, want the loading widget's bar alone", len(last.Bars), last.Fit)
+		}
+		for e := 1; e <= 3; e++ {
+			header := fmt.Sprintf("Epoch %d/3", e)
+			line := regexp.MustCompile(header + `\n64/64 ━{20} \d+s \d+[mu]?s/step - loss: [0-9.]+`)
+			if n := strings.Count(last.FitBox, header); n != 1 || !line.MatchString(last.FitBox) {
+				t.Errorf("Fit's history shows %q %d times and its line as %q, want once with Keras' closing line", header, n, last.FitBox)
+			}
 		}
 		nb.screenshot(ctx, t, 0, shots, prefix+"progress-fit.png")
 	})
@@ -287,7 +295,8 @@ var notebook6JS = pageJS{
 // cellSnapshot is what a cell's outputs show, read from the DOM.
 type cellSnapshot struct {
 	Bars    []float64      `json:"bars"`    // the progress bars' widths in percent
-	Fit     string         `json:"fit"`     // the last <pre> of an HTML widget: Fit's text
+	Fit     string         `json:"fit"`     // the last <pre> of an HTML widget: Fit's live text
+	FitBox  string         `json:"fitbox"`  // the text of the last VBox widget: Fit's history and live row
 	Buttons []string       `json:"buttons"` // widget buttons' labels
 	Panel   *panelSnapshot `json:"panel"`   // the cluster panel, nil when absent
 	Prompt  any            `json:"prompt"`  // the input prompt number: null, "*" or a number
@@ -344,10 +353,12 @@ const recorderJS = `(() => {
   if (window.__godist) return true;
   const cellSnap = (cell) => {
     const el = cell.element[0];
-    const out = {bars: [], fit: "", buttons: [], panel: null, prompt: cell.input_prompt_number === undefined ? null : cell.input_prompt_number, errors: [], stream: ""};
+    const out = {bars: [], fit: "", fitbox: "", buttons: [], panel: null, prompt: cell.input_prompt_number === undefined ? null : cell.input_prompt_number, errors: [], stream: ""};
     el.querySelectorAll(".progress-bar").forEach(b => out.bars.push(parseFloat(b.style.width) || 0));
     const pres = el.querySelectorAll(".widget-html-content pre");
     if (pres.length) out.fit = pres[pres.length - 1].textContent;
+    const boxes = el.querySelectorAll(".widget-vbox");
+    if (boxes.length) out.fitbox = boxes[boxes.length - 1].innerText;
     el.querySelectorAll(".output_wrapper button, .widget-area button").forEach(b => out.buttons.push(b.textContent.trim()));
     const table = el.querySelector("table.godist-cluster-panel");
     if (table) {

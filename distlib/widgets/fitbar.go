@@ -84,7 +84,7 @@ func (f *FitBar) Progress(description string, current, target int, text string) 
 		_ = f.bar.SetMax(target) // target >= 1 = min; the value is clamped to it
 	}
 	f.bar.SetValue(current)
-	f.text.SetValue(`<pre style="margin:0 0 0 0.5em">` + html.EscapeString(text) + `</pre>`)
+	f.text.SetValue(`<pre style="margin:0 0 0 0.5em;padding:0;border:0;background:none">` + html.EscapeString(text) + `</pre>`)
 }
 
 // Append adds text (finished lines, ending in a newline; ANSI colours as Keras writes them
