@@ -188,16 +188,17 @@ func (p *progress) finish(logs Logs) {
 	}
 	p.fitSamples += p.samples
 	p.samples = 0
+	p.open = false
+	elapsed, perStep := now.Sub(p.start), p.perStep(p.stepsDone, now)
+	if p.verbose == 2 {
+		p.epochLine(formatEpochLine(p.stepsDone, elapsed, perStep, logs))
+		return
+	}
 	target := p.target
 	if target == 0 {
 		target = p.stepsDone
 	}
-	bl := newBarLine(p.stepsDone, target, now.Sub(p.start), p.perStep(p.stepsDone, now), logs, true)
-	p.open = false
-	if p.verbose == 2 {
-		p.show(formatEpochLine(p.stepsDone, now.Sub(p.start), p.perStep(p.stepsDone, now), logs))
-		return
-	}
+	bl := newBarLine(p.stepsDone, target, elapsed, perStep, logs, true)
 	switch p.mode {
 	case modeTTY:
 		p.draw(bl)
@@ -222,8 +223,8 @@ func (p *progress) entry(line string) string {
 	return p.header + "\n" + line + "\n"
 }
 
-// show puts a final line of its own under the epoch's header (verbose 2).
-func (p *progress) show(line string) {
+// epochLine shows verbose 2's line under the epoch's header.
+func (p *progress) epochLine(line string) {
 	if p.mode == modeNotebook {
 		p.notebookText(line)
 		return
