@@ -48,7 +48,7 @@ func TestBrowserLab(t *testing.T) {
 		"--NotebookApp.extra_static_paths="+dist[html7FrontEnd])
 	b := startBrowser(t)
 	shots := screenshotDir(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 9*time.Minute)
 	defer cancel()
 
 	t.Run("JupyterLab 4", func(t *testing.T) {
@@ -173,7 +173,7 @@ func testReload(ctx context.Context, t *testing.T, srv *notebookServer, nb *note
 	re := reload(t, path)
 	restored := func(i int) func(cellSnapshot) bool {
 		return func(s cellSnapshot) bool {
-			return slices.Equal(s.Bars, before[i].Bars) && s.Fit == before[i].Fit &&
+			return slices.Equal(s.Bars, before[i].Bars) && s.Fit == before[i].Fit && s.FitBox == before[i].FitBox &&
 				(before[i].Panel == nil) == (s.Panel == nil) &&
 				(s.Panel == nil || s.Panel.Status == before[i].Panel.Status && s.Panel.text() == before[i].Panel.text())
 		}

@@ -7,8 +7,10 @@
 // kernel). It opens the notebook named by ?path= and exposes window.godistPage for the
 // browser test (cmd/godist/browser_lab_test.go).
 import './jquery-global.js';
+import './jquery-ui-deps.js';
 import * as base from '@jupyter-widgets/base';
-import { HTMLManager } from '@jupyter-widgets/html-manager';
+// The manager itself (the package's index also brings the embedding script, which needs webpack).
+import { HTMLManager } from '@jupyter-widgets/html-manager/lib/htmlmanager';
 import { ServerConnection, ServiceManager } from '@jupyterlab/services';
 import { installRecorder, probe } from '../recorder.js';
 
