@@ -33,6 +33,7 @@ type checkFile struct {
 	finalEnd   cellPos
 	invalid    []string // session variables of types the checker cannot name
 	typed      map[string]types.Type
+	imports    []importSpec // the session's and the cell's
 }
 
 type cellPos struct{ line, col int }
@@ -45,6 +46,9 @@ func (p cellPos) before(q cellPos) bool {
 // for the first error in the cell in gc's words (with a line saying the Go form where the
 // mistake is a Python habit), or nil.
 func (s *Session) checkCell(chunks []*chunk, code string) error {
+	s.mu.Lock()
+	s.rangePlans = nil
+	s.mu.Unlock()
 	cf := s.checkSource(chunks)
 	if cf == nil {
 		return nil
@@ -98,7 +102,14 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 		}
 	}
 	if first == nil {
-		return unsupported(f, fset, info, code)
+		plans := map[cellPos][]string{}
+		if err := unsupported(f, fset, info, code, cf.imports, plans); err != nil {
+			return err
+		}
+		s.mu.Lock()
+		s.rangePlans = plans
+		s.mu.Unlock()
+		return nil
 	}
 	msg := gcMessage(first.Msg)
 	if hint := pythonHint(first, f, fset, info, code); hint != "" {
@@ -206,6 +217,7 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		if ln := im.localName(); !seen[ln] {
 			seen[ln] = true
 			b.WriteString(im.source() + "\n")
+			cf.imports = append(cf.imports, im)
 		}
 	}
 	declared := map[string]bool{}
@@ -507,10 +519,21 @@ func methodNamed(t types.Type, name string) *types.Func {
 }
 
 // unsupported refuses, before anything runs, the valid Go that the interpreter cannot run:
-// a range over a function (Go 1.23), a generic type alias (Go 1.24) and new of a value
-// (Go 1.26), each with the Go form that runs.
-func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string) error {
+// a range over a function (Go 1.23) whose body returns, defers or jumps out of it, a
+// generic type alias (Go 1.24) and new of a value (Go 1.26), each with the Go form that runs.
+//
+// A range over a function that can run as a call of the function with the loop body as
+// its yield function is not refused: plans gets the cell position of its operand and the
+// yield values' types as the cell writes them, for the rewriter.
+func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec, plans map[cellPos][]string) error {
 	var err error
+	labeled := map[ast.Stmt]bool{}
+	ast.Inspect(f, func(n ast.Node) bool {
+		if l, ok := n.(*ast.LabeledStmt); ok {
+			labeled[l.Stmt] = true
+		}
+		return true
+	})
 	ast.Inspect(f, func(n ast.Node) bool {
 		if err != nil {
 			return false
@@ -536,21 +559,42 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 			if yield == nil {
 				return true
 			}
-			var params []string
+			var params, typeTexts []string
+			expressible := true
 			for i := 0; i < yield.Params().Len(); i++ {
 				name := "v"
 				if i == 0 && yield.Params().Len() == 2 {
 					name = "k"
 				}
-				params = append(params, name+" "+typeText(yield.Params().At(i).Type()))
+				pt := yield.Params().At(i).Type()
+				params = append(params, name+" "+typeText(pt))
+				tt, ok := sourceTypeText(pt, imports)
+				expressible = expressible && ok
+				typeTexts = append(typeTexts, tt)
+			}
+			_, _, why := rangeFuncBody(n.Body)
+			switch {
+			case labeled[n]:
+				why = "a label"
+			case n.Tok == token.ASSIGN:
+				why = "variables assigned (=) rather than defined (:=)"
+			case !expressible:
+				why = "yield values of a type the cell cannot name"
+			case yield.Results().Len() != 1:
+				why = "a yield function that does not return bool"
+			}
+			if why == "" {
+				pos := fset.Position(n.X.Pos())
+				plans[cellPos{pos.Line, pos.Column}] = typeTexts
+				return true
 			}
 			x, call := types.ExprString(n.X), types.ExprString(n.X)
 			if _, lit := ast.Unparen(n.X).(*ast.FuncLit); lit {
 				x, call = "func literal", "func(yield ...) { ... }"
 			}
-			at(n.X.Pos(), fmt.Sprintf("cannot range over %s (value of type %s): the interpreter does not run range-over-func loops (Go 1.23)\n"+
+			at(n.X.Pos(), fmt.Sprintf("cannot range over %s (value of type %s): the interpreter runs a range-over-func loop (Go 1.23) only without %s\n"+
 				"call the iterator with the loop body as its yield function: %s(func(%s) bool { ...; return true }) (return false to break)",
-				x, typeText(info.Types[n.X].Type), call, strings.Join(params, ", ")))
+				x, typeText(info.Types[n.X].Type), why, call, strings.Join(params, ", ")))
 		case *ast.TypeSpec:
 			if n.Assign.IsValid() && n.TypeParams != nil && n.TypeParams.NumFields() > 0 {
 				at(n.Pos(), fmt.Sprintf("generic type alias %s: the interpreter does not run generic type aliases (Go 1.24)\n"+
@@ -660,4 +704,85 @@ func interpreterLimit(err error, group []*chunk, code string) error {
 	out.Traceback[0] = out.Name + ": " + out.Value
 	out.Traceback = append(out.Traceback, "interpreter: "+ee.Value)
 	return out
+}
+
+// rangeFuncBody finds, in the body of a range over a function, the break and continue
+// statements of that loop (which become return false and return true when the body runs
+// as the yield function); why says what keeps the body from running so: a return, a
+// defer, a goto, or a break or continue of an outer statement.
+func rangeFuncBody(body *ast.BlockStmt) (breaks, continues []*ast.BranchStmt, why string) {
+	inner := map[string]bool{} // labels declared inside the body
+	ast.Inspect(body, func(n ast.Node) bool {
+		if l, ok := n.(*ast.LabeledStmt); ok {
+			inner[l.Label.Name] = true
+		}
+		_, lit := n.(*ast.FuncLit)
+		return !lit
+	})
+	var walk func(n ast.Node, inLoop, inBreakable bool)
+	walk = func(root ast.Node, inLoop, inBreakable bool) {
+		ast.Inspect(root, func(n ast.Node) bool {
+			if n == root || why != "" {
+				return why == ""
+			}
+			switch n := n.(type) {
+			case *ast.FuncLit:
+				return false
+			case *ast.ForStmt:
+				walk(n.Body, true, true)
+				return false
+			case *ast.RangeStmt:
+				walk(n.Body, true, true)
+				return false
+			case *ast.SwitchStmt:
+				walk(n.Body, inLoop, true)
+				return false
+			case *ast.TypeSwitchStmt:
+				walk(n.Body, inLoop, true)
+				return false
+			case *ast.SelectStmt:
+				walk(n.Body, inLoop, true)
+				return false
+			case *ast.ReturnStmt:
+				why = "a return in its body"
+			case *ast.DeferStmt:
+				why = "a defer in its body"
+			case *ast.BranchStmt:
+				switch {
+				case n.Tok == token.GOTO:
+					why = "a goto in its body"
+				case n.Label != nil:
+					if !inner[n.Label.Name] {
+						why = "a " + n.Tok.String() + " of an outer statement in its body"
+					}
+				case n.Tok == token.CONTINUE && !inLoop:
+					continues = append(continues, n)
+				case n.Tok == token.BREAK && !inBreakable:
+					breaks = append(breaks, n)
+				}
+			}
+			return true
+		})
+	}
+	walk(body, false, false)
+	return breaks, continues, why
+}
+
+// sourceTypeText writes t as the cell's source can: packages by the names the session
+// imports them as; ok is false when a package of t is not imported.
+func sourceTypeText(t types.Type, imports []importSpec) (string, bool) {
+	ok := true
+	text := types.TypeString(t, func(p *types.Package) string {
+		if p.Path() == "main" {
+			return ""
+		}
+		for _, im := range imports {
+			if im.Path == p.Path() {
+				return im.localName()
+			}
+		}
+		ok = false
+		return p.Name()
+	})
+	return text, ok
 }

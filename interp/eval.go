@@ -113,11 +113,13 @@ func (s *Session) env() rewriteEnv {
 			}
 		}
 	}
+	plans := s.rangePlans
 	s.mu.Unlock()
 	for n := range globals {
 		declared[n] = true
 	}
 	return rewriteEnv{
+		rangePlans: plans,
 		globalKind: func(name string) string {
 			v, ok := globals[name]
 			if !ok || !v.IsValid() {
@@ -273,7 +275,10 @@ func (s *Session) runDecls(ctx context.Context, group []*chunk, code string) err
 	reinit := map[*declEntry]bool{}
 	rebuild := false
 	for _, c := range group {
-		entry := &declEntry{kind: c.DeclKind, names: c.Names, text: c.Text, line: c.Line, col: c.Col}
+		s.mu.Lock()
+		plans := s.rangePlans
+		s.mu.Unlock()
+		entry := &declEntry{kind: c.DeclKind, names: c.Names, text: c.Text, line: c.Line, col: c.Col, ranges: plans}
 		old := -1
 		for _, k := range c.keys() {
 			if i, ok := index[k]; ok {
@@ -697,6 +702,7 @@ func (s *Session) rebuild(ctx context.Context, imports []importSpec, decls []*de
 		if c != nil {
 			src = c
 		}
+		env.rangePlans = d.ranges
 		text, err := rewriteChunk(src, env)
 		if err != nil {
 			if c != nil {

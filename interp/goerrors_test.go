@@ -50,16 +50,43 @@ func TestRangeOverInt(t *testing.T) {
 	runCells(t, s, []cellCase{{"overM() + twice(3)", "10", ""}})
 }
 
-// TestGoFeaturesRefused covers the Go 1.23-1.26 forms the interpreter cannot run: each is
+// TestRangeOverFunc covers Go 1.23's range over a function: it runs as a call of the
+// function with the body as its yield function, at top level, in functions and after a
+// rebuild, with break and continue; a body that returns, defers or jumps out is refused
+// before anything in the cell runs, with the call to write instead.
+func TestRangeOverFunc(t *testing.T) {
+	s := newSession(t, Options{})
+	runCells(t, s, []cellCase{
+		{"seq := func(yield func(int) bool) {\n\tfor i := range 5 {\n\t\tif !yield(i) {\n\t\t\treturn\n\t\t}\n\t}\n}\nfor x := range seq {\n\tif x == 1 {\n\t\tcontinue\n\t}\n\tif x == 3 {\n\t\tbreak\n\t}\n\tfmt.Print(x, \" \")\n}", "", "0 2 "},
+		{"func pairs(yield func(string, int) bool) {\n\t_ = yield(\"a\", 1) && yield(\"b\", 2)\n}\nfor k, v := range pairs {\n\tfmt.Print(k, v, \" \")\n}", "", "a1 b2 "},
+		{"for k := range pairs {\n\tfor i := range 3 {\n\t\tif i == 1 {\n\t\t\tbreak\n\t\t}\n\t\tfmt.Print(k, i, \" \")\n\t}\n}", "", "a0 b0 "},
+		{"var fs []func() int\nfor x := range seq {\n\tfs = append(fs, func() int { return x })\n}\nfmt.Println(len(fs), fs[0](), fs[4]())", "", "5 0 4\n"},
+		{"func total() int {\n\tt := 0\n\tfor _, v := range pairs {\n\t\tt += v\n\t}\n\treturn t\n}\ntotal()", "3", ""},
+		{"for range pairs {\n\tfmt.Print(\".\")\n}", "", ".."},
+	})
+	// total is replayed by a rebuild (pairs changes), and still ranges.
+	_, rec := mustRun(t, s, "func pairs(yield func(string, int) bool) {\n\t_ = yield(\"c\", 10) && yield(\"d\", 20)\n}")
+	if !strings.Contains(rec.text("stderr"), "rebuilt") {
+		t.Errorf("redefinition did not rebuild: stderr %q", rec.text("stderr"))
+	}
+	runCells(t, s, []cellCase{{"total()", "30", ""}})
+
+	mustRun(t, s, "ran := 0")
+	ee := wantError(t, s, "ran = 1\nfunc first() int {\n\tfor x := range seq {\n\t\treturn x\n\t}\n\treturn -1\n}")
+	want := "cell line 3: cannot range over seq (value of type func(func(int) bool)): the interpreter runs a range-over-func loop (Go 1.23) only without a return in its body\n" +
+		"call the iterator with the loop body as its yield function: seq(func(v int) bool { ...; return true }) (return false to break)"
+	if ee.Value != want {
+		t.Errorf("a return in the body: %q, want %q", ee.Value, want)
+	}
+	runCells(t, s, []cellCase{{"ran", "0", ""}})
+}
+
+// TestGoFeaturesRefused covers the Go 1.24-1.26 forms the interpreter cannot run: each is
 // refused before anything in the cell runs, with the Go form that runs.
 func TestGoFeaturesRefused(t *testing.T) {
 	s := newSession(t, Options{})
 	mustRun(t, s, "ran := 0")
 	tests := []struct{ code, want string }{
-		{"ran = 1\nseq := func(yield func(int) bool) { yield(1) }\nfor x := range seq { fmt.Println(x) }",
-			"cell line 3: cannot range over seq (value of type func(yield func(int) bool)): the interpreter does not run range-over-func loops (Go 1.23)\ncall the iterator with the loop body as its yield function: seq(func(v int) bool { ...; return true })"},
-		{"ran = 1\nfunc pairs(yield func(string, int) bool) {}\nfor k, v := range pairs { fmt.Println(k, v) }",
-			"cell line 3: cannot range over pairs (value of type func(yield func(string, int) bool))"},
 		{"ran = 1\ntype Vec[T any] = []T", "cell line 2: generic type alias Vec: the interpreter does not run generic type aliases (Go 1.24)\ndeclare a generic type instead: type Vec[T any] []T"},
 		{"ran = 1\np := new(42)", "cell line 2: new(42): the interpreter runs new only with a type"},
 	}

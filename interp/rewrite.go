@@ -33,6 +33,10 @@ type rewriteEnv struct {
 	isGlobal func(name string) bool
 	// assignExisting turns a top-level `x, y := ...` whose names all exist into `x, y = ...`.
 	assignExisting bool
+	// rangePlans are the ranges over functions that run as calls of the function (the
+	// cell position of the range's operand -> the types of the yield values), from the
+	// cell's check.
+	rangePlans map[cellPos][]string
 }
 
 // rewriteChunk returns the chunk's text with the constructs yaegi cannot run rewritten into
@@ -134,6 +138,10 @@ func rewriteParts(c *chunk, env rewriteEnv) (pre, text string, err error) {
 				rw.loopVars(init.Lhs, n.Body, []ast.Node{n.Init, n.Cond, n.Post})
 			}
 		case *ast.RangeStmt:
+			if types, ok := rw.env.rangePlans[rw.cellPos(n.X)]; ok {
+				rw.rangeFunc(n, types) // each iteration is a call: its own variables
+				break
+			}
 			if n.Tok == token.DEFINE {
 				rw.loopVars([]ast.Expr{n.Key, n.Value}, n.Body, []ast.Node{n.Key, n.Value})
 			}
@@ -498,6 +506,51 @@ func (r *rewriter) rangeStmt(n *ast.RangeStmt) error {
 		return fmt.Errorf("%s: range over the function %s is not supported by the interpreter: call it with a yield function instead", r.position(n), id.Name)
 	}
 	return nil
+}
+
+// cellPos returns the cell position of n.
+func (r *rewriter) cellPos(n ast.Node) cellPos {
+	o := r.off(n.Pos())
+	line := r.line + strings.Count(r.text[:o], "\n")
+	col := o - strings.LastIndex(r.text[:o], "\n")
+	if !strings.Contains(r.text[:o], "\n") {
+		col = r.col + o
+	}
+	return cellPos{line, col}
+}
+
+// rangeFunc runs a range over a function (Go 1.23) as a call of the function with the
+// loop's body as the yield function, which yaegi can run:
+//
+//	for k, v := range seq { BODY }  ->  seq(func(k K, v V) bool { BODY; return true })
+//
+// with the loop's own break and continue as return false and return true. The cell's
+// check planned it (a body without return, defer, goto or jumps out) and gave K and V.
+func (r *rewriter) rangeFunc(n *ast.RangeStmt, types []string) {
+	vars := []ast.Expr{n.Key, n.Value}
+	params := make([]string, len(types))
+	for i := range params {
+		name := "_"
+		if i < len(vars) {
+			if id, ok := vars[i].(*ast.Ident); ok {
+				name = id.Name
+			}
+		}
+		params[i] = name + " " + types[i]
+	}
+	x := n.X
+	r.edits = append(r.edits, edit{r.off(n.For), r.off(n.Body.Lbrace) + 1, func() string {
+		return fmt.Sprintf("%s(func(%s) bool {", r.src(x), strings.Join(params, ", "))
+	}})
+	end := r.off(n.Body.Rbrace)
+	r.edits = append(r.edits, edit{end, end + 1, func() string { return "; return true })" }})
+	breaks, continues, _ := rangeFuncBody(n.Body)
+	for _, b := range breaks {
+		r.edits = append(r.edits, edit{r.off(b.Pos()), r.off(b.End()), func() string { return "return false" }})
+	}
+	for _, c := range continues {
+		r.edits = append(r.edits, edit{r.off(c.Pos()), r.off(c.End()), func() string { return "return true" }})
+	}
 }
 
 // loopVars gives each iteration of a loop its own copy of the loop's variables, as Go 1.22

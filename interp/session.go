@@ -142,6 +142,9 @@ type Session struct {
 	// names (notebookTypeNames), for the declarations named by typeNamesKey.
 	typeNames    map[reflect.Type]string
 	typeNamesKey string
+	// rangePlans are the ranges over functions of the running cell that run as calls (cell
+	// position of the operand -> the yield values' types), from the cell's check.
+	rangePlans map[cellPos][]string
 
 	osStdout, osStderr *os.File
 	yaegiStderr        stderrFilter
@@ -157,6 +160,8 @@ type declEntry struct {
 	text  string   // the source as written in the cell
 	line  int      // its line and column in that cell (for panic positions after a rebuild)
 	col   int
+	// ranges are the range-over-func plans of its cell, for rewriting it again in a rebuild.
+	ranges map[cellPos][]string
 }
 
 func (d *declEntry) keys() []string {

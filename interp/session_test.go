@@ -226,7 +226,7 @@ func TestErrors(t *testing.T) {
 		{"goroutine panic in named func", "func bad(n int) { panic(fmt.Sprint(\"bad \", n)) }\nwait := make(chan bool)\ngo bad(7)\n<-wait", "panic", "bad 7 (in a goroutine)", ""},
 		{"os.Exit", "os.Exit(3)", "ExitError", "os.Exit(3) called: the kernel keeps running", ""},
 		{"log.Fatal", "log.Fatal(\"fatal\")", "ExitError", "os.Exit(1) called: the kernel keeps running", ""},
-		{"range over func", "for x := range func(yield func(int) bool) {} {\n}", "CompileError", "cell line 1: cannot range over func literal (value of type func(yield func(int) bool)): the interpreter does not run range-over-func loops", ""},
+		{"range over func", "for x := range func(yield func(int) bool) {} {\n\treturn\n}", "CompileError", "cell line 1: cannot range over func literal (value of type func(yield func(int) bool)): the interpreter runs a range-over-func loop (Go 1.23) only without a return in its body", ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
