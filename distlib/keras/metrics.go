@@ -62,9 +62,18 @@ func CategoricalAccuracy(name string) *Metric {
 func (m *Metric) Name() string { return m.name }
 
 // UpdateState adds a batch. Accuracy metrics take (labels, predictions); Mean takes the
-// values to average as its first argument (the second, when given, is ignored).
-func (m *Metric) UpdateState(yTrue, yPred *tensor.Tensor) {
-	s, n := m.batchStats(yTrue, yPred)
+// values to average alone, as Keras' mean.update_state(values) (a second argument is
+// ignored).
+func (m *Metric) UpdateState(yTrue *tensor.Tensor, yPred ...*tensor.Tensor) {
+	if len(yPred) > 1 {
+		panic(fmt.Errorf("%w: metric %s: UpdateState(labels, predictions) takes one predictions tensor, got %d "+
+			"(sample weights are not supported)", ErrInvalidArgument, m.name, len(yPred)))
+	}
+	var p *tensor.Tensor
+	if len(yPred) == 1 {
+		p = yPred[0]
+	}
+	s, n := m.batchStats(yTrue, p)
 	m.add(s, n)
 }
 
@@ -87,6 +96,9 @@ func (m *Metric) Result() float64 {
 	}
 	return m.total / m.count
 }
+
+// ResetStates is ResetState under tf.keras 2's name (metric.reset_states()).
+func (m *Metric) ResetStates() { m.ResetState() }
 
 // ResetState forgets everything seen.
 func (m *Metric) ResetState() {

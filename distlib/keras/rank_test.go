@@ -124,3 +124,22 @@ func TestFitDense10MSERank1Labels(t *testing.T) {
 		}
 	}
 }
+
+// TestMetricUpdateStateKerasForms: the custom training tutorial's test_loss.update_state(t_loss)
+// (Mean with the values alone) and reset_states().
+func TestMetricUpdateStateKerasForms(t *testing.T) {
+	testLoss := Mean("test_loss")
+	testLoss.UpdateState(tensor.MustNew([]int{2}, []float32{1, 3}))
+	testLoss.UpdateState(tensor.Scalar(5), nil)
+	if got := testLoss.Result(); got != 3 {
+		t.Errorf("Mean of 1, 3, 5 = %v", got)
+	}
+	testLoss.ResetStates()
+	if got := testLoss.Result(); got != 0 {
+		t.Errorf("after ResetStates: %v", got)
+	}
+	acc := SparseCategoricalAccuracy("acc")
+	if err := catch(func() { acc.UpdateState(tensor.Zeros(2)) }); err == nil {
+		t.Error("an accuracy's UpdateState without predictions: no error")
+	}
+}
