@@ -22,6 +22,7 @@ func init() {
 		"AutoShardOff":           reflect.ValueOf(data.AutoShardOff),
 		"Autotune":               reflect.ValueOf(constant.MakeFromLiteral("-1", token.INT, 0)),
 		"ErrArgument":            reflect.ValueOf(&data.ErrArgument).Elem(),
+		"ErrOutOfMemory":         reflect.ValueOf(&data.ErrOutOfMemory).Elem(),
 		"ErrShape":               reflect.ValueOf(&data.ErrShape).Elem(),
 		"FormatShape":            reflect.ValueOf(data.FormatShape),
 		"FromElements":           reflect.ValueOf(data.FromElements),

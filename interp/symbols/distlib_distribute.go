@@ -72,6 +72,7 @@ func init() {
 		"RegisterFunction":               reflect.ValueOf(distribute.RegisterFunction),
 		"RegisterNccl":                   reflect.ValueOf(distribute.RegisterNccl),
 		"RegisteredFunctions":            reflect.ValueOf(distribute.RegisteredFunctions),
+		"ScaleRegularizationLoss":        reflect.ValueOf(distribute.ScaleRegularizationLoss),
 		"ServeParameterServer":           reflect.ValueOf(distribute.ServeParameterServer),
 		"ServeWorker":                    reflect.ValueOf(distribute.ServeWorker),
 		"SetLogOutput":                   reflect.ValueOf(distribute.SetLogOutput),
