@@ -250,7 +250,11 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 	sort.Strings(names)
 	for _, name := range names {
 		v := globals[name]
-		if strings.HasPrefix(name, "_") || declared[name] || cellNames[name] || liftedNames[name] || !v.IsValid() {
+		if strings.HasPrefix(name, "_") || declared[name] || cellNames[name] || liftedNames[name] {
+			continue
+		}
+		if !v.IsValid() {
+			cf.invalid = append(cf.invalid, name) // known to exist, of a type the value does not say
 			continue
 		}
 		if tn := named[v.Type()]; tn != "" {
