@@ -11,10 +11,15 @@
 // A call with several results shows them as a tuple, `(12, <nil>)`, strings quoted; a nil
 // error or nil interface (display.JSON's result) shows nothing, as Python's None.
 //
-// Before evaluation the session rewrites what yaegi cannot run: `min`, `max` and `clear`,
-// and every `go` statement (the goroutine recovers its
-// panic and reports it as the cell's error). A top-level loop, if, switch, select or block
-// that defines several variables from one value (`a, err := f()`, `v, ok := m[k]`, which
+// Before anything in a cell runs, the session type-checks it with go/types against its
+// declarations, variables and imports (check.go): a mistake is reported in the Go
+// compiler's words at the cell's line, with the Go form of a Python habit, and valid Go
+// that yaegi cannot run (a generic type alias, new of a value) is refused in Go's terms.
+//
+// Before evaluation the session rewrites what yaegi cannot run: a range over a function
+// (a call of it with the body as the yield function), `min`, `max` and `clear`, and every
+// `go` statement (the goroutine recovers its panic and reports it as the cell's error). A
+// top-level loop, if, switch, select or block that defines several variables from one value (`a, err := f()`, `v, ok := m[k]`, which
 // yaegi leaves undefined there) runs inside a function literal; a top-level call of a
 // function literal is put in a block (yaegi would run it again in every later cell).
 // A `defer` of top-level code runs once, when its cell ends (last deferred first), with
