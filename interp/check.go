@@ -38,6 +38,13 @@ type checkFile struct {
 
 type cellPos struct{ line, col int }
 
+// planKey names a construct of a cell that the check planned for the rewriter: what it is
+// ("range" over a function, "new" of a value) and where it starts in the cell.
+type planKey struct {
+	what string
+	at   cellPos
+}
+
 func (p cellPos) before(q cellPos) bool {
 	return p.line < q.line || p.line == q.line && p.col < q.col
 }
@@ -102,7 +109,7 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 		}
 	}
 	if first == nil {
-		plans := map[cellPos][]string{}
+		plans := map[planKey][]string{}
 		if err := unsupported(f, fset, info, code, cf.imports, plans); err != nil {
 			return err
 		}
@@ -524,12 +531,13 @@ func methodNamed(t types.Type, name string) *types.Func {
 
 // unsupported refuses, before anything runs, the valid Go that the interpreter cannot run:
 // a range over a function (Go 1.23) whose body returns, defers or jumps out of it, a
-// generic type alias (Go 1.24) and new of a value (Go 1.26), each with the Go form that runs.
+// generic type alias (Go 1.24) and new of a value (Go 1.26) of a type the cell cannot name,
+// each with the Go form that runs.
 //
 // A range over a function that can run as a call of the function with the loop body as
 // its yield function is not refused: plans gets the cell position of its operand and the
 // yield values' types as the cell writes them, for the rewriter.
-func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec, plans map[cellPos][]string) error {
+func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec, plans map[planKey][]string) error {
 	var err error
 	labeled := map[ast.Stmt]bool{}
 	ast.Inspect(f, func(n ast.Node) bool {
@@ -589,7 +597,7 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 			}
 			if why == "" {
 				pos := fset.Position(n.X.Pos())
-				plans[cellPos{pos.Line, pos.Column}] = typeTexts
+				plans[planKey{"range", cellPos{pos.Line, pos.Column}}] = typeTexts
 				return true
 			}
 			x, call := types.ExprString(n.X), types.ExprString(n.X)
@@ -607,8 +615,17 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 		case *ast.CallExpr:
 			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 {
 				if obj, ok := info.Uses[id].(*types.Builtin); ok && obj.Name() == "new" && !info.Types[n.Args[0]].IsType() {
+					// new of a value (Go 1.26) runs as &[]T{value}[0] where the cell can
+					// name T.
+					if t := info.Types[n.Args[0]].Type; t != nil {
+						if text, ok := sourceTypeText(types.Default(t), imports); ok {
+							pos := fset.Position(n.Pos())
+							plans[planKey{"new", cellPos{pos.Line, pos.Column}}] = []string{text}
+							return true
+						}
+					}
 					v := types.ExprString(n.Args[0])
-					at(n.Pos(), fmt.Sprintf("new(%s): the interpreter runs new only with a type (new of a value is Go 1.26)\n"+
+					at(n.Pos(), fmt.Sprintf("new(%s): the interpreter runs new of a value (Go 1.26) only of a type the cell can name\n"+
 						"write v := %s and then &v", v, v))
 				}
 			}

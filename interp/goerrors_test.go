@@ -81,14 +81,14 @@ func TestRangeOverFunc(t *testing.T) {
 	runCells(t, s, []cellCase{{"ran", "0", ""}})
 }
 
-// TestGoFeaturesRefused covers the Go 1.24-1.26 forms the interpreter cannot run: each is
-// refused before anything in the cell runs, with the Go form that runs.
+// TestGoFeaturesRefused covers a Go 1.24 form the interpreter cannot run, refused before
+// anything in the cell runs with the Go form that runs, and Go 1.26's new of a value, which
+// runs.
 func TestGoFeaturesRefused(t *testing.T) {
 	s := newSession(t, Options{})
 	mustRun(t, s, "ran := 0")
 	tests := []struct{ code, want string }{
 		{"ran = 1\ntype Vec[T any] = []T", "cell line 2: generic type alias Vec: the interpreter does not run generic type aliases (Go 1.24)\ndeclare a generic type instead: type Vec[T any] []T"},
-		{"ran = 1\np := new(42)", "cell line 2: new(42): the interpreter runs new only with a type"},
 	}
 	for _, tt := range tests {
 		ee := wantError(t, s, tt.code)
@@ -101,6 +101,9 @@ func TestGoFeaturesRefused(t *testing.T) {
 		// min, max and clear in several statements of one cell (their hoisted temporaries
 		// had one name per statement).
 		{"a := min(3, 1, 2)\nb := max(2.5, 1)\nm := map[int]int{1: 1}\nclear(m)\nfmt.Println(a, b, len(m))", "", "1 2.5 0\n"},
+		// new of a value (Go 1.26): yaegi took 42 for a type and gave a pointer to 0.
+		{"p := new(42)\nq := new(a + 1)\ntype Pt struct{ X int }\nr := new(Pt{X: 3})\nfmt.Println(*p, *q, r.X)", "", "42 2 3\n"},
+		{"func ptr(s string) *string { return new(s + \"!\") }\n*ptr(\"hi\")", "hi!", ""},
 	})
 }
 

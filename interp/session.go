@@ -14,10 +14,11 @@
 // Before anything in a cell runs, the session type-checks it with go/types against its
 // declarations, variables and imports (check.go): a mistake is reported in the Go
 // compiler's words at the cell's line, with the Go form of a Python habit, and valid Go
-// that yaegi cannot run (a generic type alias, new of a value) is refused in Go's terms.
+// that yaegi cannot run (a generic type alias) is refused in Go's terms.
 //
 // Before evaluation the session rewrites what yaegi cannot run: a range over a function
-// (a call of it with the body as the yield function), `min`, `max` and `clear`, and every
+// (a call of it with the body as the yield function), new of a value (&[]T{v}[0], T from
+// the check), `min`, `max` and `clear`, and every
 // `go` statement (the goroutine recovers its panic and reports it as the cell's error). A
 // top-level loop, if, switch, select or block that defines several variables from one value (`a, err := f()`, `v, ok := m[k]`, which
 // yaegi leaves undefined there) runs inside a function literal; a top-level call of a
@@ -149,7 +150,7 @@ type Session struct {
 	typeNamesKey string
 	// rangePlans are the ranges over functions of the running cell that run as calls (cell
 	// position of the operand -> the yield values' types), from the cell's check.
-	rangePlans map[cellPos][]string
+	rangePlans map[planKey][]string
 
 	osStdout, osStderr *os.File
 	yaegiStderr        stderrFilter
@@ -166,7 +167,7 @@ type declEntry struct {
 	line  int      // its line and column in that cell (for panic positions after a rebuild)
 	col   int
 	// ranges are the range-over-func plans of its cell, for rewriting it again in a rebuild.
-	ranges map[cellPos][]string
+	ranges map[planKey][]string
 }
 
 func (d *declEntry) keys() []string {
