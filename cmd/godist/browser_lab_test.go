@@ -249,7 +249,7 @@ func buildFrontEnds(t *testing.T, names ...string) map[string]string {
 }
 
 // buildFrontEnd makes root/NAME-LOCKHASH/node_modules with npm ci and bundles the sources
-// into root/NAME-LOCKHASH/build-SRCHASH/dist/NAME, unless already there; it removes the
+// into root/NAME-LOCKHASH/build-SRCHASH/dist/NAME, unless already there; it removes old
 // installs and builds of other hashes. It returns the dist directory.
 func buildFrontEnd(root, src, name string) (string, error) {
 	lockHash, err := hashFiles(src, []string{filepath.Join(name, "package.json"), filepath.Join(name, "package-lock.json")})
@@ -258,7 +258,7 @@ func buildFrontEnd(root, src, name string) (string, error) {
 	}
 	inst := filepath.Join(root, name+"-"+lockHash)
 	if _, err := os.Stat(filepath.Join(inst, ".installed")); err != nil {
-		removeGlob(filepath.Join(root, name+"-*"))
+		removeStale(filepath.Join(root, name+"-*"))
 		if err := os.MkdirAll(inst, 0o755); err != nil {
 			return "", err
 		}
@@ -301,7 +301,7 @@ func buildFrontEnd(root, src, name string) (string, error) {
 	if _, err := os.Stat(filepath.Join(build, ".built")); err == nil {
 		return dist, nil
 	}
-	removeGlob(filepath.Join(inst, "build-*"))
+	removeStale(filepath.Join(inst, "build-*"))
 	for _, f := range files {
 		if err := copyFile(filepath.Join(src, f), filepath.Join(build, f)); err != nil {
 			return "", err
@@ -338,10 +338,14 @@ func copyFile(from, to string) error {
 	return os.WriteFile(to, raw, 0o644)
 }
 
-func removeGlob(pattern string) {
+// removeStale removes the installs or builds matching pattern made over a day ago: those of
+// other lock files and sources, left alone while a test running beside this one may serve them.
+func removeStale(pattern string) {
 	old, _ := filepath.Glob(pattern)
 	for _, d := range old {
-		_ = os.RemoveAll(d)
+		if fi, err := os.Stat(d); err == nil && time.Since(fi.ModTime()) > 24*time.Hour {
+			_ = os.RemoveAll(d)
+		}
 	}
 }
 

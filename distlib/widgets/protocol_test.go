@@ -79,7 +79,7 @@ func TestProtocol2Open(t *testing.T) {
 			{func() Child { return NewIntProgress(0, 10) }, []model{
 				{"LayoutModel", d.Base, d.BaseVersion, "LayoutView", d.Base, d.BaseVersion},
 				{"ProgressStyleModel", d.Controls, d.ControlsVersion, "StyleView", d.Base, d.BaseVersion},
-				{"ProgressModel", d.Controls, d.ControlsVersion, "ProgressView", d.Controls, d.ControlsVersion}}},
+				{"IntProgressModel", d.Controls, d.ControlsVersion, "ProgressView", d.Controls, d.ControlsVersion}}},
 			{func() Child { return NewHTML("<b>x</b>") }, []model{
 				{"LayoutModel", d.Base, d.BaseVersion, "LayoutView", d.Base, d.BaseVersion},
 				{"DescriptionStyleModel", d.Controls, d.ControlsVersion, "StyleView", d.Base, d.BaseVersion},
@@ -172,7 +172,7 @@ func TestProtocol2DisplayAndUpdates(t *testing.T) {
 
 		rc.Message(map[string]any{"method": "request_state"}, nil)
 		log = r.take()
-		if len(log) != 1 || !strings.Contains(log[0], `"buffer_paths":[]`) || !strings.Contains(log[0], `"value":7`) || !strings.Contains(log[0], `"_model_name":"ProgressModel"`) {
+		if len(log) != 1 || !strings.Contains(log[0], `"buffer_paths":[]`) || !strings.Contains(log[0], `"value":7`) || !strings.Contains(log[0], `"_model_name":"IntProgressModel"`) {
 			t.Errorf("%s: request_state answered %v, want the full state as a protocol 2 update", d.Name, log)
 		}
 	}

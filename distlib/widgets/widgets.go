@@ -231,6 +231,11 @@ func newWidget(kind, model, view string, state map[string]any, styleModel string
 // newWidgetIn is newWidget for a model in module where (inControls or inOutput).
 func newWidgetIn(where int, kind, model, view string, state map[string]any, styleModel string, styleState map[string]any) *Widget {
 	d := CurrentDialect()
+	if d.V2() && model == "ProgressModel" {
+		// ipywidgets 7 and 8 name the progress models by their value: IntProgressModel and
+		// FloatProgressModel (ipywidgets 6 has the one ProgressModel).
+		model = kind + "Model"
+	}
 	w := &Widget{kind: kind, d: d, state: baseState(d, where, model, view)}
 	w.state["_dom_classes"] = []any{}
 	for k, v := range state {

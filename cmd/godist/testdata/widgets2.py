@@ -56,7 +56,7 @@ class Protocol2Case(KernelCase):
 
     def check_models(self, pub, protocol, controls, base):
         opens = self.opens(pub)
-        self.assertEqual(set(opens), {"LayoutModel", "ProgressStyleModel", "ProgressModel"})
+        self.assertEqual(set(opens), {"LayoutModel", "ProgressStyleModel", "IntProgressModel"})
         for name, m in opens.items():
             self.assertEqual(m["metadata"], {"version": protocol}, name)
             self.assertEqual(m["content"]["target_name"], "jupyter.widget")
@@ -67,14 +67,14 @@ class Protocol2Case(KernelCase):
         self.assertEqual((st["ProgressStyleModel"]["_model_module"], st["ProgressStyleModel"]["_model_module_version"],
                           st["ProgressStyleModel"]["_view_module"], st["ProgressStyleModel"]["_view_name"]),
                          ("@jupyter-widgets/controls", controls, "@jupyter-widgets/base", "StyleView"))
-        p = st["ProgressModel"]
+        p = st["IntProgressModel"]
         for k, v in {"_model_module": "@jupyter-widgets/controls", "_model_module_version": controls,
                      "_view_module": "@jupyter-widgets/controls", "_view_module_version": controls,
                      "_view_name": "ProgressView", "value": 0, "min": 0, "max": 10,
                      "layout": "IPY_MODEL_" + opens["LayoutModel"]["content"]["comm_id"],
                      "style": "IPY_MODEL_" + opens["ProgressStyleModel"]["content"]["comm_id"]}.items():
             self.assertEqual(p[k], v, k)
-        pid = opens["ProgressModel"]["content"]["comm_id"]
+        pid = opens["IntProgressModel"]["content"]["comm_id"]
         shown = [m["content"]["data"] for m in pub if m["msg_type"] == "display_data"]
         self.assertEqual(len(shown), 1, shown)
         self.assertEqual(shown[0][VIEW], {"model_id": pid, "version_major": 2, "version_minor": 0})
@@ -87,7 +87,7 @@ class Protocol2Case(KernelCase):
     def check_fit_bar(self):
         pub = self.run_ok(FIT)
         opens = self.opens(pub)
-        self.assertIn("ProgressModel", opens)
+        self.assertIn("IntProgressModel", opens)
         shown = [m["content"]["data"] for m in pub if m["msg_type"] in ("display_data", "update_display_data")]
         self.assertTrue(shown and all(VIEW in d for d in shown), shown)
 
@@ -126,7 +126,7 @@ class JupyterLab4Tests(Protocol2Case):
 
         # A reloaded page asks again: the bar, its layout and its style, with their state.
         states = self.request_states(control)
-        self.assertEqual(states[pid]["model_name"], "ProgressModel")
+        self.assertEqual(states[pid]["model_name"], "IntProgressModel")
         self.assertEqual(states[pid]["model_module"], "@jupyter-widgets/controls")
         self.assertEqual(states[pid]["model_module_version"], "2.0.0")
         self.assertEqual(states[pid]["state"]["value"], 3)
