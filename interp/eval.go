@@ -553,6 +553,13 @@ func (s *Session) resultCount(c *chunk) int {
 			return symbolResults(path, fn.Sel.Name)
 		}
 		if v, ok := globalsOf(s.interpreter())[x.Name]; ok && v.IsValid() && compiledType(v.Type(), 0) {
+			if v.Kind() == reflect.Interface {
+				// A nil interface has no method values (reflect panics): its type's methods.
+				if m, ok := v.Type().MethodByName(fn.Sel.Name); ok {
+					return m.Type.NumOut()
+				}
+				return -1
+			}
 			m := v.MethodByName(fn.Sel.Name)
 			if !m.IsValid() && v.CanAddr() {
 				m = v.Addr().MethodByName(fn.Sel.Name)

@@ -192,13 +192,18 @@ func TestAssertToCellType(t *testing.T) {
 		{"switch v := cb.(type) {\ncase *Other:\n\tfmt.Println(\"other\")\ncase *EpochCounter:\n\tfmt.Println(\"counter\", v.N)\n}", "", "counter 5\n"},
 		{"func kind(c keras.Callback) string {\n\tswitch c.(type) {\n\tcase *EpochCounter:\n\t\treturn \"counter\"\n\t}\n\treturn \"?\"\n}\nkind(cb)", "counter", ""},
 	})
+	// A failed assertion panics in Go's words, the notebook's types by their names.
+	ee := wantError(t, s, "x := 1\no := cb.(*Other)")
+	if want := "interface conversion: keras.Callback is *main.EpochCounter, not *main.Other"; ee.Name != "panic" || ee.Value != want {
+		t.Errorf("failed assertion: %s: %q, want panic: %q", ee.Name, ee.Value, want)
+	}
 }
 
-// TestNilDereference: a nil pointer read reflect's words.
+// TestNilDereference: a nil pointer (or nil function, nil interface) read reflect's words.
 func TestNilDereference(t *testing.T) {
 	s := newSession(t, Options{})
 	mustRun(t, s, "type P struct{ X int }\nvar p *P\nvar ps map[string]*P")
-	for _, code := range []string{"a := 1\np.X", "x := ps[\"a\"].X", "p.X = 3"} {
+	for _, code := range []string{"a := 1\np.X", "x := ps[\"a\"].X", "p.X = 3", "var f func()\nf()", "var e error\ne.Error()", "var pp **int\n*pp = nil"} {
 		ee := wantError(t, s, code)
 		if ee.Name != "panic" || ee.Value != "runtime error: invalid memory address or nil pointer dereference" {
 			t.Errorf("Execute(%q) = %s: %q, want Go's nil pointer dereference", code, ee.Name, ee.Value)

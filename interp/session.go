@@ -67,6 +67,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -295,7 +296,7 @@ func (s *Session) Execute(ctx context.Context, code string, out Output) (*Result
 	if pending != nil {
 		lo.Stream("stderr", "godist: a goroutine of an earlier cell failed: "+pending.Value+"\n")
 	}
-	res, err := s.dispatch(cellCtx, code, lo)
+	res, err := s.dispatchSafe(cellCtx, code, lo)
 	if derr := s.runDeferred(); derr != nil && err == nil {
 		res, err = nil, derr
 	}
@@ -303,6 +304,17 @@ func (s *Session) Execute(ctx context.Context, code string, out Output) (*Result
 		return res, nil
 	}
 	return nil, s.finalError(ctx, err, code)
+}
+
+// dispatchSafe is dispatch with a panic of the session's own code (not of the cell's,
+// which the interpreter recovers) turned into the cell's error: the kernel lives on.
+func (s *Session) dispatchSafe(ctx context.Context, code string, out Output) (res *Result, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			res, err = nil, newEvalError("InternalError", fmt.Sprintf("the kernel failed on this cell (%v); the session is intact, please report it", r))
+		}
+	}()
+	return s.dispatch(ctx, code, out)
 }
 
 // finalError turns what stopped a cell into the one error it reports: a goroutine's panic
@@ -316,6 +328,9 @@ func (s *Session) finalError(ctx context.Context, err error, code string) error 
 	}
 	var ee *EvalError
 	if errors.As(err, &ee) {
+		if ee.Name == "panic" {
+			s.goTypeNames(ee)
+		}
 		return s.undefinedName(ee, code)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
@@ -393,11 +408,32 @@ func panicError(r any, where string, frames []string) *EvalError {
 	return &EvalError{Name: "panic", Value: value, Traceback: append([]string{"panic: " + value}, elideFrames(frames)...)}
 }
 
+// goTypeNames writes the notebook's types in a panic's message as Go's runtime does
+// (main.EpochCounter, not the interpreter's struct { ... }), without the interpreter's
+// position prefix (the trace names the line).
+func (s *Session) goTypeNames(ee *EvalError) {
+	v := yaegiPos.ReplaceAllString(ee.Value, "")
+	for t, name := range s.notebookTypeNamesLocked() {
+		if str := t.String(); strings.Contains(str, "struct {") || strings.Contains(str, "interface {") {
+			v = strings.ReplaceAll(v, str, "main."+name)
+		}
+	}
+	if v != ee.Value {
+		ee.Value = v
+		ee.Traceback[0] = ee.Name + ": " + v
+	}
+}
+
+// yaegiPos is the "line:col: " yaegi puts before its runtime errors.
+var yaegiPos = regexp.MustCompile(`^\d+:\d+: `)
+
 // reflectPanics maps the panics of reflect that the interpreter lets through to what Go's
 // runtime says for the same mistake.
 var reflectPanics = []struct{ prefix, goText string }{
 	{"reflect: call of reflect.Value.", "runtime error: invalid memory address or nil pointer dereference"},
 	{"reflect: indirection through nil pointer", "runtime error: invalid memory address or nil pointer dereference"},
+	{"reflect.Value.Call: call of nil function", "runtime error: invalid memory address or nil pointer dereference"},
+	{"reflect: Method on nil interface value", "runtime error: invalid memory address or nil pointer dereference"},
 	{"reflect.Value.Slice: slice index out of bounds", "runtime error: slice bounds out of range"},
 	{"reflect: slice index out of range", "runtime error: index out of range"},
 	{"reflect: array index out of range", "runtime error: index out of range"},

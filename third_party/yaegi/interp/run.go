@@ -528,6 +528,10 @@ func typeAssert(n *node, withResult, withOk bool) {
 			ok = canAssertTypes(v.Type(), rtype)
 			if !ok {
 				if !withOk {
+					if rtype.Kind() != reflect.Interface {
+						// godist patch: Go's words for a concrete type, "I is D, not T".
+						panic(n.cfgErrorf("interface conversion: %s is %s, not %s", n.child[0].typ.id(), v.Type().String(), typID))
+					}
 					method := firstMissingMethod(v.Type(), rtype)
 					panic(n.cfgErrorf("interface conversion: %s is not %s: missing method %s", v.Type().String(), rtype.String(), method))
 				}
