@@ -417,6 +417,17 @@ var pythonHints = map[string]string{
 	"tf":    "TensorFlow's Go counterparts are the godist/distlib packages (notebooks/README.md maps them)",
 }
 
+// undefinedMember matches go/types' "x.m undefined (type T has no field or method m)".
+var undefinedMember = regexp.MustCompile(`^(.+)\.(\w+) undefined \(type (.+) has no field or method \w+\)$`)
+
+// stringFuncs are the strings functions for Python's str methods ({s} is the string).
+var stringFuncs = map[string]string{
+	"upper": "strings.ToUpper({s})", "lower": "strings.ToLower({s})", "strip": "strings.TrimSpace({s})",
+	"split": "strings.Split({s}, sep)", "startswith": "strings.HasPrefix({s}, prefix)",
+	"endswith": "strings.HasSuffix({s}, suffix)", "replace": "strings.ReplaceAll({s}, old, new)",
+	"format": "fmt.Sprintf({s}, args...)", "join": "strings.Join(parts, {s})",
+}
+
 // pythonHint returns one line saying the Go form when the error is a Python habit:
 // calling a value, assigning to a method, len of a tensor, an undefined Python name, a
 // result count ignored.
@@ -499,6 +510,19 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 		}
 	case strings.HasPrefix(msg, "assignment mismatch: ") && strings.Contains(msg, " returns "):
 		return "Go returns an error (or a second value) as a further result: name each result, e.g. v, err := ..., and check err"
+	case undefinedMember.MatchString(msg):
+		m := undefinedMember.FindStringSubmatch(msg)
+		x, member, typ := m[1], m[2], m[3]
+		switch {
+		case member == "append" && strings.HasPrefix(typ, "[]"):
+			return fmt.Sprintf("Go appends with a builtin: %s = append(%s, v)", x, x)
+		case member == "numpy" && strings.Contains(typ, "tensor.Tensor"):
+			return fmt.Sprintf("a tensor's values are %s.Data() (a []float32), a scalar's %s.Item()", x, x)
+		case (member == "items" || member == "keys" || member == "values") && strings.HasPrefix(typ, "map["):
+			return fmt.Sprintf("Go ranges over a map: for k, v := range %s { ... }", x)
+		case typ == "string" && stringFuncs[member] != "":
+			return fmt.Sprintf("Go's string functions are in package strings: %s", strings.ReplaceAll(stringFuncs[member], "{s}", x))
+		}
 	case strings.Contains(msg, "cannot indirect"):
 		// x ** 2 parses as x * (*2).
 		if line := fset.Position(e.Pos).Line; line >= 1 && line <= len(strings.Split(code, "\n")) && strings.Contains(strings.Split(code, "\n")[line-1], "**") {

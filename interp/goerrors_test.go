@@ -259,6 +259,7 @@ model := keras.Sequential(layers.Dense(10))
 t := tensor.Zeros(2, 3)
 xs := []int{1, 2, 3}
 n := 3
+counts := map[string]int{"a": 1}
 var ec EpochCounter`)
 	cells := []struct {
 		code string
@@ -283,7 +284,9 @@ var ec EpochCounter`)
 		{"var s string = 5", 1, "cannot use 5 (untyped int constant) as string value in variable declaration"},
 		{"undefinedThing + 1", 1, "undefined: undefinedThing"},
 		{"fmt.Printn(1)", 1, "undefined: fmt.Printn"},
-		{"xs.append(4)", 1, "xs.append undefined (type []int has no field or method append)"},
+		{"xs.append(4)", 1, "xs.append undefined (type []int has no field or method append)\nGo appends with a builtin: xs = append(xs, v)"},
+		{"vals := t.numpy()", 1, "t.numpy undefined (type *tensor.Tensor has no field or method numpy)\na tensor's values are t.Data() (a []float32), a scalar's t.Item()"},
+		{"for k, v := range counts.items() {\n}", 1, "Go ranges over a map: for k, v := range counts { ... }"},
 		{"n()", 1, "cannot call n (variable of type int): int is not a function"},
 		{"x := t + t", 1, "operator + not defined on t (variable of type *tensor.Tensor)"},
 		{"x := \"a\" + 1", 1, "mismatched types untyped string and untyped int"},
@@ -302,7 +305,7 @@ var ec EpochCounter`)
 		{"ec.Epochs += \"x\"", 1, "invalid operation: ec.Epochs += \"x\" (mismatched types int and untyped string)"},
 		{"ec.Missing()", 1, "ec.Missing undefined (type EpochCounter has no field or method Missing)"},
 		{"mm := map[string]int{}\nmm.get(\"a\")", 2, "mm.get undefined (type map[string]int has no field or method get)"},
-		{"str := \"abc\"\nstr.upper()", 2, "str.upper undefined (type string has no field or method upper)"},
+		{"str := \"abc\"\nstr.upper()", 2, "str.upper undefined (type string has no field or method upper)\nGo's string functions are in package strings: strings.ToUpper(str)"},
 		{"model.Fit(t, t, epochs=5)", 1, "Go has no keyword arguments"},
 		{"layers.Dense(units=10)", 1, "Go has no keyword arguments"},
 		{"for i in range(3) {\n}", 1, "Go loops with range"},
