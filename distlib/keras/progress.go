@@ -207,12 +207,24 @@ func (p *progress) finish(logs Logs) {
 	case modeNotebook:
 		p.draw(bl)
 		if p.wbar != nil {
-			p.wbar.Append(p.entry(p.live))
+			p.history(p.entry(p.live))
 		}
 	default:
 		fmt.Fprintln(p.w, bl.text(false))
 	}
 	p.live = ""
+}
+
+// history adds finished lines to the widget bar's history: printed as the cell's output
+// while the bar captures it (so that they keep their order with what callbacks print, in
+// every front end that captures), else appended to it.
+func (p *progress) history(text string) {
+	if !p.wbar.Capturing() {
+		p.wbar.Append(text)
+		return
+	}
+	fmt.Fprint(p.w, text)
+	display.Sync() // in the history before the bar moves on
 }
 
 // entry is the epoch's header (if any) and its line, as the history keeps them.
@@ -241,7 +253,7 @@ func (p *progress) emitLine(s string) {
 		if p.open && p.live != "" {
 			text = p.entry(p.live) + text
 		}
-		p.wbar.Append(text)
+		p.history(text)
 	case p.mode == modeNotebook:
 		display.Show(display.Bundle{"text/plain": s})
 	case p.mode == modeTTY && p.lastLen > 0:

@@ -17,13 +17,14 @@ import (
 // logs, in order, what reaches the front end: state changes, output published for an
 // Output widget, and what the test calls the cell's prints.
 type widgetFE struct {
+	cell   string // the running cell's id, "" between cells
 	mu     sync.Mutex
 	n      int
 	states map[string]map[string]any
 	log    []string
 }
 
-func newWidgetFE() *widgetFE { return &widgetFE{states: map[string]map[string]any{}} }
+func newWidgetFE() *widgetFE { return &widgetFE{cell: "cell-1", states: map[string]map[string]any{}} }
 
 func (f *widgetFE) Open(data, _ map[string]any, r widgets.Receiver) (widgets.Channel, error) {
 	f.mu.Lock()
@@ -36,7 +37,7 @@ func (f *widgetFE) Open(data, _ map[string]any, r widgets.Receiver) (widgets.Cha
 	f.states[id] = data
 	return &widgetCh{f, id}, nil
 }
-func (f *widgetFE) CellID() string { return "cell-1" }
+func (f *widgetFE) CellID() string { return f.cell }
 func (f *widgetFE) PublishFor(parent, msgType string, content map[string]any) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -44,14 +45,20 @@ func (f *widgetFE) PublishFor(parent, msgType string, content map[string]any) er
 	return nil
 }
 
-// print logs a line the cell printed, routed as the front end routes it: to the Output
-// whose msg_id is the cell's, else to the cell.
+// Write makes fe the cell's standard output: what is written is printed (see print).
+func (f *widgetFE) Write(p []byte) (int, error) {
+	f.print(string(p))
+	return len(p), nil
+}
+
+// print logs text the cell printed, routed as the front end routes it: to the Output whose
+// msg_id is the cell's, else to the cell.
 func (f *widgetFE) print(s string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	to := "cell"
 	for id, st := range f.states {
-		if st["_model_name"] == "OutputModel" && st["msg_id"] == "cell-1" {
+		if st["_model_name"] == "OutputModel" && f.cell != "" && st["msg_id"] == f.cell {
 			to = id
 		}
 	}
@@ -147,11 +154,8 @@ func TestFitWidgetBar(t *testing.T) {
 		},
 		OnEpochEnd: func(e int, _ Logs) { fe.print(fmt.Sprintf("callback after epoch %d", e+1)) },
 	}
-	out := quiet(m)
+	m.stdout = fe // Fit's prints are the cell's
 	m.Fit(ds, Epochs(2), Callbacks(cb))
-	if out.Len() != 0 {
-		t.Errorf("Fit wrote text beside the widget bar: %q", out.String())
-	}
 	if len(pub.shown) != 1 {
 		t.Fatalf("displayed %d bundles, want the one widget view: %v", len(pub.shown), pub.shown)
 	}
@@ -171,7 +175,7 @@ func TestFitWidgetBar(t *testing.T) {
 		}
 	}
 	epochLine := func(e string) string {
-		return `stream ` + hist + ` Epoch ` + e + `/2\n4/4 ━{20} \d+s \d+[mu]?s/step - accuracy: [0-9.]+ - loss: [0-9.]+\n`
+		return `print ` + hist + ` Epoch ` + e + `/2\n4/4 ━{20} \d+s \d+[mu]?s/step - accuracy: [0-9.]+ - loss: [0-9.]+\n`
 	}
 	want := []string{
 		`msg_id ` + hist + ` "cell-1"`,
@@ -248,26 +252,37 @@ func TestProgressWidgetsOrText(t *testing.T) {
 }
 
 // TestProgressWidgetInterrupted checks an interrupted epoch with the widget bar: its last
-// state and the interruption line go to the history.
+// state and the interruption line go to the history, printed there while the bar captures
+// the cell's output, else appended to it (a Fit outside a cell).
 func TestProgressWidgetInterrupted(t *testing.T) {
-	fe := newWidgetFE()
-	withWidgets(t, fe, true)
-	clk := newTestClock()
-	p := newProgress(1, &bytes.Buffer{}, clk.now)
-	p.around(func() {
-		p.epochBegin(0, 3, 10)
-		clk.advance(time.Second)
-		p.step(1, Logs{"loss": 2})
-		p.emitLine("Fit interrupted in epoch 1/3 after step 1/10")
-	})
-	var streams []string
-	for _, l := range fe.log {
-		if strings.HasPrefix(l, "stream ") {
-			streams = append(streams, stripANSI(l))
-		}
-	}
-	want := "stream " + fe.model(t, "OutputModel") + " Epoch 1/3\n 1/10 ━━━━━━━━━━━━━━━━━━━━ 9s 1s/step - loss: 2.0000\nFit interrupted in epoch 1/3 after step 1/10\n"
-	if len(streams) != 1 || streams[0] != want {
-		t.Errorf("history got %q, want %q", streams, want)
+	for _, tc := range []struct {
+		name, cell, kind string
+	}{
+		{"in a cell: printed", "cell-1", "print"},
+		{"outside a cell: appended", "", "stream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fe := newWidgetFE()
+			fe.cell = tc.cell
+			withWidgets(t, fe, true)
+			clk := newTestClock()
+			p := newProgress(1, fe, clk.now)
+			p.around(func() {
+				p.epochBegin(0, 3, 10)
+				clk.advance(time.Second)
+				p.step(1, Logs{"loss": 2})
+				p.emitLine("Fit interrupted in epoch 1/3 after step 1/10")
+			})
+			var got []string
+			for _, l := range fe.log {
+				if strings.HasPrefix(l, "print ") || strings.HasPrefix(l, "stream ") {
+					got = append(got, stripANSI(l))
+				}
+			}
+			want := tc.kind + " " + fe.model(t, "OutputModel") + " Epoch 1/3\n 1/10 ━━━━━━━━━━━━━━━━━━━━ 9s 1s/step - loss: 2.0000\nFit interrupted in epoch 1/3 after step 1/10\n"
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("history got %q, want %q", got, want)
+			}
+		})
 	}
 }

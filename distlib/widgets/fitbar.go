@@ -10,9 +10,10 @@ import (
 // FitBar is Keras' progress display drawn with widgets, one per Fit (or Evaluate): a live
 // row, the bar with the epoch as its description ("Epoch 2/5") and beside it the step
 // count, time left and metrics ("12/64 3s 12ms/step - loss: 0.3100"), under a history (an
-// Output area) of the finished epochs' lines and of what the cell printed between them, in
-// the order it happened. When the run ends the live row goes and the history stays, read
-// as Keras' text is. Keras' Fit uses it when Ready reports a widget front end.
+// Output area) of what the cell prints during the run: the finished epochs' lines, which
+// Keras prints there, and a callback's lines, in the order they came. When the run ends
+// the live row goes and the history stays, read as Keras' text is. Keras' Fit uses it when
+// Ready reports a widget front end.
 type FitBar struct {
 	box     *Box // VBox(history, row)
 	history *Output
@@ -20,11 +21,12 @@ type FitBar struct {
 	bar     *IntProgress
 	text    *HTML
 
-	mu     sync.Mutex
-	shown  bool
-	ended  bool
-	desc   string
-	target int
+	mu        sync.Mutex
+	shown     bool
+	ended     bool
+	capturing bool
+	desc      string
+	target    int
 }
 
 // NewFitBar returns a bar that shows itself in the running cell when Run starts (or on
@@ -48,9 +50,9 @@ func (f *FitBar) show() {
 }
 
 // Run shows the bar and runs fn (the run's epochs) with what the running cell prints or
-// displays meanwhile going to the history, after the lines Append added before
-// (Output.Capture); with no cell running, the output goes where it would. When fn returns
-// the live row is removed; when it panics the row stays where it stopped, red.
+// displays meanwhile going to the history (Output.Capture; Capturing reports it); with no
+// cell running, the output goes where it would. When fn returns the live row is removed;
+// when it panics the row stays where it stopped, red.
 func (f *FitBar) Run(fn func()) {
 	f.show()
 	ok := false
@@ -59,11 +61,30 @@ func (f *FitBar) Run(fn func()) {
 			_ = f.bar.SetBarStyle("danger")
 		}
 	}()
-	if err := f.history.Capture(fn); err != nil { // closed, or no cell is running: fn has not run
+	err := f.history.Capture(func() {
+		f.setCapturing(true)
+		defer f.setCapturing(false)
+		fn()
+	})
+	if err != nil { // closed, or no cell is running: fn has not run
 		fn()
 	}
 	ok = true
 	f.end()
+}
+
+func (f *FitBar) setCapturing(c bool) {
+	f.mu.Lock()
+	f.capturing = c
+	f.mu.Unlock()
+}
+
+// Capturing reports whether Run is capturing the cell's output into the history: what the
+// caller prints then lands there in order; otherwise Append puts lines there.
+func (f *FitBar) Capturing() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.capturing
 }
 
 // Progress sets the live row: description (the epoch, "" for none), current of target
@@ -88,7 +109,8 @@ func (f *FitBar) Progress(description string, current, target int, text string) 
 }
 
 // Append adds text (finished lines, ending in a newline; ANSI colours as Keras writes them
-// are drawn) to the history, after what the cell printed before.
+// are drawn) to the history, after what the cell printed before: for lines printed while
+// Run is not Capturing (a run outside a cell).
 func (f *FitBar) Append(text string) {
 	f.show()
 	display.Sync()

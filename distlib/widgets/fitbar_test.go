@@ -25,6 +25,9 @@ func TestFitBarRun(t *testing.T) {
 	}
 	r.take()
 	f.Run(func() {
+		if !f.Capturing() {
+			t.Error("Run in a cell is not capturing its output")
+		}
 		f.Progress("Epoch 1/2", 0, 4, "")
 		f.Progress("Epoch 1/2", 3, 4, "3/4 1s 20ms/step - loss: 0.5000")
 		if got := f.bar.Get("description"); got != "Epoch 1/2" || f.bar.Value() != 3 || f.bar.Max() != 4 {
@@ -45,6 +48,9 @@ func TestFitBarRun(t *testing.T) {
 	})
 	if len(pub.shown) != 1 {
 		t.Errorf("shown %d times, want once", len(pub.shown))
+	}
+	if f.Capturing() {
+		t.Error("still capturing after Run")
 	}
 	h := f.history.ModelID()
 	var order []string
@@ -119,7 +125,12 @@ func TestFitBarNoCell(t *testing.T) {
 	defer display.SetPublisher(display.SetPublisher(&pub))
 	f := NewFitBar()
 	runs := 0
-	f.Run(func() { runs++ })
+	f.Run(func() {
+		runs++
+		if f.Capturing() {
+			t.Error("capturing with no cell running")
+		}
+	})
 	if runs != 1 {
 		t.Errorf("fn ran %d times, want once", runs)
 	}

@@ -220,9 +220,10 @@ class GodistWidgetTests(KernelCase):
 
     def test_fit_progress_is_a_widget(self):
         # One box: the history (an Output) over the live row, the bar with the epoch as its
-        # description and the steps, time left and metrics beside it. The epochs' lines and
-        # what a callback prints at each epoch's end reach the history in that order; when
-        # Fit ends the live row goes and the history stays.
+        # description and the steps, time left and metrics beside it. While Fit runs the
+        # history captures the cell's output (its msg_id is the cell's): the epochs' lines
+        # and what a callback prints at each epoch's end come there in that order; when Fit
+        # ends the live row goes and the history stays.
         cell, pub = self.execute_all(FIT_PRINTS)
         opens = self.opens(pub)
         for name in ("VBoxModel", "OutputModel", "HBoxModel", "ProgressModel", "HTMLModel"):
@@ -243,8 +244,8 @@ class GodistWidgetTests(KernelCase):
             elif m["msg_type"] == "stream":
                 to = {out: "history", cell: "cell"}.get(parent, parent)
                 seq.extend(to + ": " + plain(line) for line in c["text"].splitlines())
-        want = ["msg_id=cell", "history: Epoch 1/2", "history: " + EPOCH_LINE, "cell: callback after epoch 1",
-                "history: Epoch 2/2", "history: " + EPOCH_LINE, "cell: callback after epoch 2", "msg_id="]
+        want = ["msg_id=cell", "cell: Epoch 1/2", "cell: " + EPOCH_LINE, "cell: callback after epoch 1",
+                "cell: Epoch 2/2", "cell: " + EPOCH_LINE, "cell: callback after epoch 2", "msg_id="]
         self.assertEqual(len(seq), len(want), seq)
         for got, w in zip(seq, want):
             self.assertRegex(got, "^" + w + "$", seq)
