@@ -54,7 +54,7 @@ func (p cellPos) before(q cellPos) bool {
 // mistake is a Python habit), or nil.
 func (s *Session) checkCell(chunks []*chunk, code string) error {
 	s.mu.Lock()
-	s.rangePlans = nil
+	s.plans = nil
 	s.mu.Unlock()
 	cf := s.checkSource(chunks)
 	if cf == nil {
@@ -114,20 +114,15 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 			return err
 		}
 		s.mu.Lock()
-		s.rangePlans = plans
+		s.plans = plans
 		s.mu.Unlock()
 		return nil
 	}
-	msg := gcMessage(first.Msg)
+	msg := first.Msg // gc's checker is go/types' twin: its words
 	if hint := pythonHint(first, f, fset, info, code); hint != "" {
 		msg += "\n" + hint
 	}
 	return cellError(firstPos.Line, firstPos.Column, msg, code)
-}
-
-// gcMessage writes a go/types message as gc prints it.
-func gcMessage(msg string) string {
-	return msg
 }
 
 // cellError is a CompileError at a cell position, with the line and a caret.

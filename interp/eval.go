@@ -113,13 +113,13 @@ func (s *Session) env() rewriteEnv {
 			}
 		}
 	}
-	plans := s.rangePlans
+	plans := s.plans
 	s.mu.Unlock()
 	for n := range globals {
 		declared[n] = true
 	}
 	return rewriteEnv{
-		rangePlans: plans,
+		plans: plans,
 		globalKind: func(name string) string {
 			v, ok := globals[name]
 			if !ok || !v.IsValid() {
@@ -276,9 +276,9 @@ func (s *Session) runDecls(ctx context.Context, group []*chunk, code string) err
 	rebuild := false
 	for _, c := range group {
 		s.mu.Lock()
-		plans := s.rangePlans
+		plans := s.plans
 		s.mu.Unlock()
-		entry := &declEntry{kind: c.DeclKind, names: c.Names, text: c.Text, line: c.Line, col: c.Col, ranges: plans}
+		entry := &declEntry{kind: c.DeclKind, names: c.Names, text: c.Text, line: c.Line, col: c.Col, plans: plans}
 		old := -1
 		for _, k := range c.keys() {
 			if i, ok := index[k]; ok {
@@ -709,7 +709,7 @@ func (s *Session) rebuild(ctx context.Context, imports []importSpec, decls []*de
 		if c != nil {
 			src = c
 		}
-		env.rangePlans = d.ranges
+		env.plans = d.plans
 		text, err := rewriteChunk(src, env)
 		if err != nil {
 			if c != nil {

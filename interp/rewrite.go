@@ -33,10 +33,10 @@ type rewriteEnv struct {
 	isGlobal func(name string) bool
 	// assignExisting turns a top-level `x, y := ...` whose names all exist into `x, y = ...`.
 	assignExisting bool
-	// rangePlans are the constructs the cell's check planned: ranges over functions that
+	// plans are the constructs the cell's check planned: ranges over functions that
 	// run as calls of the function (at the range's operand: the types of the yield values)
 	// and new of a value (at the call: the value's type).
-	rangePlans map[planKey][]string
+	plans map[planKey][]string
 }
 
 // rewriteChunk returns the chunk's text with the constructs yaegi cannot run rewritten into
@@ -138,7 +138,7 @@ func rewriteParts(c *chunk, env rewriteEnv) (pre, text string, err error) {
 				rw.loopVars(init.Lhs, n.Body, []ast.Node{n.Init, n.Cond, n.Post})
 			}
 		case *ast.RangeStmt:
-			if types, ok := rw.env.rangePlans[planKey{"range", rw.cellPos(n.X)}]; ok {
+			if types, ok := rw.env.plans[planKey{"range", rw.cellPos(n.X)}]; ok {
 				rw.rangeFunc(n, types) // each iteration is a call: its own variables
 				break
 			}
@@ -737,7 +737,7 @@ func (r *rewriter) builtinCall(n *ast.CallExpr, top bool) {
 	if !ok {
 		return
 	}
-	if t, ok := r.env.rangePlans[planKey{"new", r.cellPos(n)}]; ok && len(n.Args) == 1 {
+	if t, ok := r.env.plans[planKey{"new", r.cellPos(n)}]; ok && len(n.Args) == 1 {
 		// new of a value (Go 1.26), planned by the cell's check with the value's type.
 		arg := n.Args[0]
 		r.edits = append(r.edits, edit{r.off(n.Pos()), r.off(n.End()), func() string {

@@ -149,9 +149,9 @@ type Session struct {
 	// names (notebookTypeNames), for the declarations named by typeNamesKey.
 	typeNames    map[reflect.Type]string
 	typeNamesKey string
-	// rangePlans are the ranges over functions of the running cell that run as calls (cell
-	// position of the operand -> the yield values' types), from the cell's check.
-	rangePlans map[planKey][]string
+	// plans are the running cell's constructs that its check planned for the rewriter
+	// (ranges over functions run as calls, new of a value).
+	plans map[planKey][]string
 
 	osStdout, osStderr *os.File
 	yaegiStderr        stderrFilter
@@ -167,8 +167,8 @@ type declEntry struct {
 	text  string   // the source as written in the cell
 	line  int      // its line and column in that cell (for panic positions after a rebuild)
 	col   int
-	// ranges are the range-over-func plans of its cell, for rewriting it again in a rebuild.
-	ranges map[planKey][]string
+	// plans are the plans of its cell's check, for rewriting it again in a rebuild.
+	plans map[planKey][]string
 }
 
 func (d *declEntry) keys() []string {
