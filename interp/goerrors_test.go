@@ -221,7 +221,8 @@ func TestMakeTooLarge(t *testing.T) {
 	t.Cleanup(func() { debug.SetMemoryLimit(old) })
 	s := newSession(t, Options{})
 	mustRun(t, s, "keep := 41\nsmall := make([]float32, 1000)")
-	for _, code := range []string{"big := make([]float32, 10<<30)", "buf := make([]byte, 0, 1<<40)", "func alloc(n int) []float64 { return make([]float64, n) }\nalloc(1 << 28)"} {
+	for _, code := range []string{"big := make([]float32, 10<<30)", "buf := make([]byte, 0, 1<<40)", "func alloc(n int) []float64 { return make([]float64, n) }\nalloc(1 << 28)",
+		"ch := make(chan [1024]byte, 1<<24)", "m := make(map[int64][64]byte, 1<<28)"} {
 		ee := wantError(t, s, code)
 		if ee.Name != "MemoryError" || !strings.Contains(ee.Value, "GOMEMLIMIT") || !strings.Contains(ee.Value, "make(") {
 			t.Errorf("Execute(%q) = %s: %q, want a MemoryError naming the make and GOMEMLIMIT", code, ee.Name, ee.Value)

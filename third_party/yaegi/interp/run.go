@@ -3631,7 +3631,16 @@ func _make(n *node) {
 		case 3:
 			value := genValue(n.child[2])
 			n.exec = func(f *frame) bltn {
-				dest(f).Set(reflect.MakeChan(typ, int(vInt(value(f)))))
+				size := vInt(value(f))
+				if size < 0 || int64(int(size)) != size {
+					panic(runtimeError("makechan: size out of range"))
+				}
+				if check != nil {
+					if err := check(fmt.Sprintf("make(%s, %d)", typ, size), int(size), int(typ.Elem().Size())); err != nil {
+						panic(err)
+					}
+				}
+				dest(f).Set(reflect.MakeChan(typ, int(size)))
 				return next
 			}
 		}
@@ -3646,7 +3655,17 @@ func _make(n *node) {
 		case 3:
 			value := genValue(n.child[2])
 			n.exec = func(f *frame) bltn {
-				dest(f).Set(reflect.MakeMapWithSize(typ, int(vInt(value(f)))))
+				hint := vInt(value(f))
+				if hint < 0 || int64(int(hint)) != hint {
+					panic(runtimeError("makemap: size out of range"))
+				}
+				if check != nil {
+					// The runtime allocates room for hint entries up front.
+					if err := check(fmt.Sprintf("make(%s, %d)", typ, hint), int(hint), int(typ.Key().Size()+typ.Elem().Size())); err != nil {
+						panic(err)
+					}
+				}
+				dest(f).Set(reflect.MakeMapWithSize(typ, int(hint)))
 				return next
 			}
 		}
