@@ -9,8 +9,11 @@ import (
 	"go/types"
 	"reflect"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+
+	"godist/internal/memlimit"
 )
 
 // This file type-checks a cell with go/types before yaegi sees it, so that a mistake is
@@ -576,6 +579,8 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 			}
 		}
 		switch n := n.(type) {
+		case *ast.ValueSpec, *ast.CompositeLit:
+			err = arrayTooLarge(n, fset, info, code)
 		case *ast.RangeStmt:
 			sig, ok := info.Types[n.X].Type.(*types.Signature)
 			if !ok {
@@ -633,6 +638,12 @@ func unsupported(f *ast.File, fset *token.FileSet, info *types.Info, code string
 			}
 		case *ast.CallExpr:
 			if id, ok := n.Fun.(*ast.Ident); ok && id.Name == "new" && len(n.Args) == 1 {
+				if tv := info.Types[n.Args[0]]; tv.IsType() {
+					err = sizeError(n, tv.Type, "new("+types.ExprString(n.Args[0])+")", fset, code)
+				}
+				if err != nil {
+					return false
+				}
 				if obj, ok := info.Uses[id].(*types.Builtin); ok && obj.Name() == "new" && !info.Types[n.Args[0]].IsType() {
 					// new of a value (Go 1.26) runs as &[]T{value}[0] where the cell can
 					// name T.
@@ -825,4 +836,60 @@ func sourceTypeText(t types.Type, imports []importSpec) (string, bool) {
 		return p.Name()
 	})
 	return text, ok
+}
+
+// goSizes are the sizes of types in this process.
+var goSizes = types.SizesFor("gc", runtime.GOARCH)
+
+// arrayTooLarge refuses a variable or composite literal of an array type larger than the
+// memory the process may use (`var grid [1 << 34]float32`), which would end the process in
+// the runtime's fatal "out of memory" when the interpreter allocates it.
+func arrayTooLarge(n ast.Node, fset *token.FileSet, info *types.Info, code string) error {
+	switch n := n.(type) {
+	case *ast.ValueSpec:
+		if n.Type != nil {
+			return sizeError(n, info.Types[n.Type].Type, "var "+n.Names[0].Name+" "+types.ExprString(n.Type), fset, code)
+		}
+	case *ast.CompositeLit:
+		if t := info.Types[n].Type; t != nil {
+			return sizeError(n, t, types.ExprString(n.Type)+"{...}", fset, code)
+		}
+	}
+	return nil
+}
+
+// sizeError returns a MemoryError at n's cell line when a value of type t does not fit in
+// the memory the process may use.
+func sizeError(n ast.Node, t types.Type, what string, fset *token.FileSet, code string) error {
+	if t == nil {
+		return nil
+	}
+	if _, isArray := t.Underlying().(*types.Array); !isArray {
+		return nil
+	}
+	size := func() (s int64) {
+		defer func() {
+			if recover() != nil {
+				s = -1 // a size overflowing int64
+			}
+		}()
+		return goSizes.Sizeof(t)
+	}()
+	var err error
+	if size < 0 {
+		err = memlimit.CheckElems(what, -1, 1)
+	} else {
+		err = memlimit.Check(what, uint64(size))
+	}
+	if err == nil {
+		return nil
+	}
+	pos := fset.Position(n.Pos())
+	if pos.Filename != "cell" {
+		return nil
+	}
+	out := cellError(pos.Line, pos.Column, err.Error(), code).(*EvalError)
+	out.Name = "MemoryError"
+	out.Traceback[0] = out.Name + ": " + out.Value
+	return out
 }

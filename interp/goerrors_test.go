@@ -232,6 +232,14 @@ func TestMakeTooLarge(t *testing.T) {
 	if !strings.Contains(ee.Value, "40.00 GiB") {
 		t.Errorf("the error %q does not name the size, 40.00 GiB", ee.Value)
 	}
+	// Arrays are refused before the cell runs (the interpreter would allocate them as it
+	// compiles the variable's frame).
+	for _, code := range []string{"keep = 0\nvar grid [1 << 34]float32", "keep = 0\np := new([1 << 40]byte)", "keep = 0\ng := [1 << 33]int64{}"} {
+		ee := wantError(t, s, code)
+		if ee.Name != "MemoryError" || !strings.HasPrefix(ee.Value, "cell line 2: out of memory: ") || !strings.Contains(ee.Value, "GOMEMLIMIT") {
+			t.Errorf("Execute(%q) = %s: %q, want a MemoryError at cell line 2 naming GOMEMLIMIT", code, ee.Name, ee.Value)
+		}
+	}
 	runCells(t, s, []cellCase{{"keep + 1 + len(small)", "1042", ""}})
 }
 
