@@ -125,6 +125,15 @@ func TestArgumentCountErrors(t *testing.T) {
 			t.Errorf("Execute(%q) = %s: %q, want %q", tt.code, ee.Name, ee.Value, tt.want)
 		}
 	}
+	// A redefinition that breaks a call in an earlier cell's function: the rebuild's
+	// message (the interpreter's) names the method and the types too.
+	mustRun(t, s, "type T struct{}\nfunc (T) M(a int) {}")
+	mustRun(t, s, "func use() {\n\tvar x T\n\tx.M(1)\n}")
+	ee := wantError(t, s, "func (T) M(a int, b string) {}")
+	want := "not enough arguments in call to x.M\n\thave (number)\n\twant (int, string)"
+	if !strings.Contains(ee.Value, "func use") || !strings.Contains(ee.Value, want) {
+		t.Errorf("breaking redefinition: %q, want it to name func use and %q", ee.Value, want)
+	}
 }
 
 // TestLayerCalledAsFunction: the functional API written as in Python.

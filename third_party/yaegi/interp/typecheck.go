@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"math"
 	"reflect"
+	"strings"
 )
 
 type opPredicates map[action]func(reflect.Type) bool
@@ -986,9 +987,51 @@ func (check typecheck) arguments(n *node, child []*node, fun *node, ellipsis boo
 		cnt++
 	}
 	if cnt < fun.typ.numIn() {
-		return n.cfgErrorf("not enough arguments in call to %s", fun.name())
+		// godist patch: the function's name and, as gc writes them, the argument and
+		// parameter types (upstream named no function called through a selector).
+		have := make([]string, len(params))
+		for i, p := range params {
+			have[i] = "number"
+			if t := p.Type(); t != nil && !((t.untyped || p.nod.kind == basicLit) && isNumber(t.TypeOf())) {
+				have[i] = t.id()
+			}
+		}
+		want := make([]string, fun.typ.numIn())
+		for i := range want {
+			want[i] = fun.typ.in(i).id()
+		}
+		return n.cfgErrorf("not enough arguments in call to %s\n\thave (%s)\n\twant (%s)", callName(fun), strings.Join(have, ", "), strings.Join(want, ", "))
 	}
 	return nil
+}
+
+// callName writes the called expression as the cell does (godist patch): f, pkg.F, x.M,
+// f().M.
+func callName(n *node) string {
+	switch n.kind {
+	case identExpr:
+		return n.ident
+	case selectorExpr:
+		if len(n.child) == 2 {
+			return callName(n.child[0]) + "." + n.child[1].ident
+		}
+	case callExpr:
+		if len(n.child) > 0 {
+			return callName(n.child[0]) + "(...)"
+		}
+	case parenExpr:
+		if len(n.child) > 0 {
+			return "(" + callName(n.child[0]) + ")"
+		}
+	case indexExpr:
+		if len(n.child) > 0 {
+			return callName(n.child[0]) + "[...]"
+		}
+	}
+	if s := n.name(); s != "" {
+		return s
+	}
+	return "the function"
 }
 
 func (check typecheck) argument(p param, ftyp *itype, i, l int, ellipsis bool) error {
