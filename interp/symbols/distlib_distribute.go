@@ -142,6 +142,7 @@ func init() {
 		"ShardInfo":                   reflect.ValueOf((*distribute.ShardInfo)(nil)),
 		"ShardedVariable":             reflect.ValueOf((*distribute.ShardedVariable)(nil)),
 		"Strategy":                    reflect.ValueOf((*distribute.Strategy)(nil)),
+		"ValueContext":                reflect.ValueOf((*distribute.ValueContext)(nil)),
 		"WorkerContext":               reflect.ValueOf((*distribute.WorkerContext)(nil)),
 		"WorkerFunc":                  reflect.ValueOf((*distribute.WorkerFunc)(nil)),
 		"WorkerTask":                  reflect.ValueOf((*distribute.WorkerTask)(nil)),
