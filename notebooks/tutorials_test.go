@@ -105,7 +105,7 @@ var accuracy *keras.Metric
 strategy.Scope(func() {
 	model = keras.Sequential(
 		layers.Embedding(featureLookupLayer.VocabularySize(), 16384, layers.InputShape(3)),
-		layers.Flatten(),
+		layers.GlobalAveragePooling1D(), // tf.reduce_mean(emb_layer(model_input), axis=1)
 		layers.Dense(1, layers.Sigmoid, layers.KernelRegularizer(layers.L2(1e-4))))
 	// The tutorial's learning rate, 0.1, takes this data to chance accuracy here, in this
 	// loop and in Fit alike: 0.01.
@@ -184,7 +184,7 @@ var fitted *keras.Model
 strategy.Scope(func() {
 	fitted = keras.Sequential(
 		layers.Embedding(featureLookupLayer.VocabularySize(), 16384, layers.InputShape(3)),
-		layers.Flatten(),
+		layers.GlobalAveragePooling1D(), // tf.reduce_mean(emb_layer(model_input), axis=1)
 		layers.Dense(1, layers.Sigmoid, layers.KernelRegularizer(layers.L2(1e-4))))
 	fitted.Compile(keras.RMSprop(0.01), keras.BinaryCrossentropy(false), "accuracy")
 })
@@ -203,6 +203,65 @@ coordinator.Close()`,
 distribute.NewMirroredStrategy().Reduce("SUM", 1.0, -1)`,
 		want:  `^1 2\n.*a value that is not per replica would be counted once per replica`,
 		fails: true,
+	},
+	{
+		name: "custom-training/lines",
+		tf: "train_images[..., None]; test_loss = tf.keras.metrics.Mean(name='test_loss'); test_loss.update_state(t_loss); test_loss.reset_states(); " +
+			"strategy.experimental_distribute_values_from_function(value_fn)",
+		code: `trainImages := tensor.Zeros(4, 28, 28)
+fmt.Println(tensor.ExpandDims(trainImages, -1).Shape())
+testLoss := keras.Mean("test_loss")
+testLoss.UpdateState(tensor.Constant([]float32{1, 3}))
+fmt.Println(testLoss.Result())
+testLoss.ResetStates()
+mirrored := distribute.NewMirroredStrategy()
+valueFn := func(ctx *distribute.ValueContext) *tensor.Tensor {
+	return tensor.Scalar(float32(ctx.ReplicaIDInSyncGroup))
+}
+distributedValues := mirrored.ExperimentalDistributeValuesFromFunction(valueFn)
+fmt.Println(mirrored.Reduce("SUM", distributedValues, -1).Item(), testLoss.Result())`,
+		want: `^\[4 28 28 1\]\n2\n1 0\n$`,
+	},
+	{
+		name: "keras/callbacks",
+		tf:   "callbacks=[tf.keras.callbacks.ReduceLROnPlateau(monitor='loss', factor=0.5, patience=1, min_delta=10), tf.keras.callbacks.CSVLogger('training.log')]",
+		code: `import "strings"
+
+reduceLR := keras.ReduceLROnPlateau("loss", 0.5, 1)
+reduceLR.MinDelta = 10 // every epoch after the first is a plateau
+csvLogger := keras.CSVLogger("training.log")
+callbackModel := keras.Sequential(layers.Dense(1, layers.InputShape(2)))
+callbackModel.Compile(keras.SGD(0.1), keras.MeanSquaredError())
+callbackHistory := callbackModel.Fit(tensor.Ones(8, 2), tensor.Ones(8, 1), keras.Epochs(3), keras.Verbose(0),
+	keras.Callbacks(reduceLR, csvLogger))
+fmt.Println(callbackHistory.History["learning_rate"], callbackModel.Optimizer().LearningRate())
+csvText, _ := os.ReadFile("training.log")
+rows := strings.Split(strings.TrimSpace(string(csvText)), "\r\n")
+fmt.Println(len(rows), rows[0])`,
+		want: `^\[0\.1 0\.1 0\.05\] 0\.025\n4 epoch,learning_rate,loss,val_learning_rate,val_loss\n$`,
+	},
+	{
+		name: "multi-worker/checkpoint-manager",
+		tf: "task_type, task_id = (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id); " +
+			"checkpoint_manager = tf.train.CheckpointManager(checkpoint, directory=write_checkpoint_dir, max_to_keep=1); checkpoint_manager.save()",
+		code: `mwStrategy := distribute.NewMultiWorkerMirroredStrategy()
+taskType, taskID := mwStrategy.ClusterResolver().TaskType(), mwStrategy.ClusterResolver().TaskID()
+isChief := taskType == "" || taskType == "chief" || (taskType == "worker" && taskID == 0)
+var mwModel *keras.Model
+mwStrategy.Scope(func() { mwModel = keras.Sequential(layers.Dense(2, layers.InputShape(3))) })
+checkpoint := keras.NewCheckpoint(mwModel, nil)
+checkpointManager := keras.NewCheckpointManager(checkpoint, "mw_ckpt", 1)
+checkpointManager.Save()
+checkpointManager.Save()
+fmt.Println(isChief, checkpointManager.LatestCheckpoint(), len(checkpointManager.Checkpoints()))`,
+		want: `^true mw_ckpt/ckpt-2 1\n$`,
+	},
+	{
+		name: "layers/global-average-pooling",
+		tf:   "emb_output = tf.reduce_mean(emb_layer(model_input), axis=1) (tf.keras.layers.GlobalAveragePooling1D())",
+		code: `poolModel := keras.Sequential(layers.Embedding(8, 4, layers.InputShape(3)), layers.GlobalAveragePooling1D(), layers.Dense(1, layers.Sigmoid))
+fmt.Println(poolModel.Predict(tensor.Constant([][]float32{{1, 2, 3}}), keras.Verbose(0)).Shape())`,
+		want: `^\[1 1\]\n$`,
 	},
 	{
 		name: "memory/session",
