@@ -149,6 +149,9 @@ func lineDirective(file string, line, col int) string {
 
 // checkSource writes the session and the cell as one Go file (see the top of this file).
 func (s *Session) checkSource(chunks []*chunk) *checkFile {
+	if len(chunks) == 0 {
+		return nil
+	}
 	cf := &checkFile{typed: map[string]types.Type{}}
 	// What the cell declares or defines at top level replaces the session's.
 	cellKeys := map[string]bool{}
@@ -215,11 +218,31 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 	decls := append([]*declEntry(nil), s.decls...)
 	s.mu.Unlock()
 
+	// A variable or declaration of a package's name hides the package, as in the
+	// interpreter (data := ... with godist/distlib/data imported).
+	globals := s.currentGlobals()
+	hidden := map[string]bool{}
+	for n := range globals {
+		hidden[n] = true
+	}
+	for n := range cellNames {
+		hidden[n] = true
+	}
+	for n := range liftedNames {
+		hidden[n] = liftedNames[n]
+	}
+	for _, d := range decls {
+		if d.kind != "method" {
+			for _, n := range d.names {
+				hidden[n] = true
+			}
+		}
+	}
 	var b strings.Builder
 	b.WriteString("package main\n")
 	seen := map[string]bool{}
 	for _, im := range append(cellImports, imports...) { // the cell's win
-		if ln := im.localName(); !seen[ln] {
+		if ln := im.localName(); !seen[ln] && !hidden[ln] {
 			seen[ln] = true
 			b.WriteString(im.source() + "\n")
 			cf.imports = append(cf.imports, im)
@@ -246,7 +269,6 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		}
 		b.WriteString(lineDirective("earlier", 1, 1) + d.text + "\n")
 	}
-	globals := s.currentGlobals()
 	named := s.notebookTypeNamesLocked()
 	names := make([]string, 0, len(globals))
 	for n := range globals {

@@ -383,3 +383,19 @@ func TestValidGoTheInterpreterCannotRun(t *testing.T) {
 		t.Errorf("%q shows %q", ee.Value, m)
 	}
 }
+
+// TestCheckFollowsTheSession: cells the interpreter runs are not refused by the check: a
+// variable named like an imported package hides it, as in the interpreter; a cell of
+// comments only; a variable that changes its type.
+func TestCheckFollowsTheSession(t *testing.T) {
+	s := newSession(t, Options{})
+	runCells(t, s, []cellCase{
+		{"import \"godist/distlib/data\"\nimport \"strings\"", "", ""},
+		{"data := 5\ndata + 1", "6", ""},
+		{"data * 2", "10", ""},
+		{"strings := []string{\"a\", \"b\"}\nlen(strings)", "2", ""},
+		{"// a comment only", "", ""},
+		{"x := 1", "", ""},
+		{"x := \"now a string\"\nx", "now a string", ""},
+	})
+}
