@@ -198,6 +198,8 @@ func TestAssertToCellType(t *testing.T) {
 		{"cb.(*EpochCounter).N++\ncb.(*EpochCounter).N", "5", ""},
 		{"e, ok := cb.(*EpochCounter)\nfmt.Println(e.N, ok)", "", "5 true\n"},
 		{"_, isOther := cb.(*Other)\nisOther", "false", ""},
+		// A conversion to the interface (it panicked in reflect.Set at top level).
+		{"cb2 := keras.Callback(&EpochCounter{N: 9})\ncb2.(*EpochCounter).N", "9", ""},
 		{"switch v := cb.(type) {\ncase *Other:\n\tfmt.Println(\"other\")\ncase *EpochCounter:\n\tfmt.Println(\"counter\", v.N)\n}", "", "counter 5\n"},
 		{"func kind(c keras.Callback) string {\n\tswitch c.(type) {\n\tcase *EpochCounter:\n\t\treturn \"counter\"\n\t}\n\treturn \"?\"\n}\nkind(cb)", "counter", ""},
 	})

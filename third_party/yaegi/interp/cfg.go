@@ -1262,6 +1262,16 @@ func (interp *Interpreter) cfg(root *node, sc *scope, importPath, pkgName string
 					if !c1.typ.implements(c0.typ) {
 						err = n.cfgErrorf("type %v does not implement interface %v", c1.typ.id(), c0.typ.id())
 					}
+					if c0.typ.cat == valueT && c0.typ.rtype.NumMethod() > 0 && c1.typ.cat != valueT && !isInterface(c1.typ) {
+						// godist patch: a cell's value converted to a compiled interface
+						// (keras.Callback(&EpochCounter{})) is wrapped by convert, as an
+						// assignment wraps it; kept as is, a top-level definition panicked in
+						// reflect.Set.
+						n.gen = convert
+						n.typ = c0.typ
+						n.findex = sc.add(n.typ)
+						break
+					}
 					// Convert type to interface while keeping a reference to the original concrete type.
 					// besides type, the node value remains preserved.
 					n.gen = nop

@@ -625,6 +625,11 @@ func convert(n *node) {
 	switch {
 	case isFuncSrc(c.typ):
 		value = genFunctionWrapper(c)
+	case typ.Kind() == reflect.Interface && typ.NumMethod() > 0 && n.child[0].typ.cat == valueT && !isInterfaceSrc(c.typ):
+		// godist patch: a cell's value converted to a compiled interface
+		// (keras.Callback(&EpochCounter{})) goes in the interface's wrapper, as an
+		// assignment does; upstream panicked in reflect.Set.
+		value = genInterfaceWrapper(c, typ)
 	default:
 		value = genValue(c)
 	}
