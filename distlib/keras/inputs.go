@@ -85,6 +85,9 @@ func (m *Model) inputData(op string, x any, y *tensor.Tensor, cfg *runConfig) *d
 	bad := func(format string, a ...any) {
 		panic(fmt.Errorf("%w: %s: "+format, append([]any{ErrInvalidArgument, op}, a...)...))
 	}
+	if dc, ok := x.(*DatasetCreatorInput); ok && dc != nil {
+		x = dc.dataset(op, m.strategy)
+	}
 	switch v := x.(type) {
 	case *data.Dataset:
 		if v == nil {
@@ -113,7 +116,7 @@ func (m *Model) inputData(op string, x any, y *tensor.Tensor, cfg *runConfig) *d
 	case nil:
 		bad("the inputs are nil; pass a *data.Dataset or a *tensor.Tensor")
 	default:
-		bad("takes a *data.Dataset or a *tensor.Tensor of inputs, got %T", x)
+		bad("takes a *data.Dataset, a *tensor.Tensor of inputs or a keras.DatasetCreator, got %T", x)
 	}
 	return nil
 }
