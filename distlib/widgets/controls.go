@@ -381,7 +381,37 @@ func (o *Output) publish(msgType string, content map[string]any, plain string) e
 		fmt.Print(plain)
 		return nil
 	}
+	if o.d.V2() {
+		o.appendOutput(msgType, content)
+		return nil
+	}
 	return fr.PublishFor(o.id, msgType, content)
+}
+
+// appendOutput adds an output to a protocol 2 Output's outputs state (clear_output empties
+// it), as ipywidgets 7 and 8 do in append_stdout: their managers show that state, and route
+// to an Output only replies to requests of their own (JupyterLab's message hooks), so a
+// message with the model's id as its parent reaches no Output there. What the front end
+// captured and sent back as outputs stays in front of it.
+func (o *Output) appendOutput(msgType string, content map[string]any) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var outputs []any
+	if msgType != "clear_output" {
+		old, _ := o.state["outputs"].([]any)
+		outputs = append(outputs, old...)
+		out := map[string]any{"output_type": msgType}
+		for k, v := range content {
+			if k != "transient" {
+				out[k] = v
+			}
+		}
+		outputs = append(outputs, out)
+	}
+	if outputs == nil {
+		outputs = []any{}
+	}
+	o.setLocked(map[string]any{"outputs": outputs})
 }
 
 func toInt(v any) int {

@@ -226,3 +226,35 @@ func TestControlRequestStates(t *testing.T) {
 		t.Errorf("update_states offers protocol 1 model %s", old.ModelID())
 	}
 }
+
+// TestProtocol2OutputAppend: protocol 2 Outputs take appended output into their outputs
+// state (as ipywidgets' append_stdout), not as messages parented by the model's id, which
+// JupyterLab routes to no Output; outputs the front end captured stay before them.
+func TestProtocol2OutputAppend(t *testing.T) {
+	for _, d := range []Dialect{Ipywidgets7, Ipywidgets8} {
+		r := installDialect(t, d, true)
+		o := NewOutput()
+		ids, _ := opened(t, r, r.take())
+		id := ids[len(ids)-1]
+		captured := map[string]any{"output_type": "stream", "name": "stdout", "text": "captured\n"}
+		r.recv[id].Message(map[string]any{"method": "update", "state": map[string]any{"outputs": []any{captured}}, "buffer_paths": []any{}}, nil)
+		r.take()
+		if err := o.AppendStdout("later\n"); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.AppendDisplay(display.Bundle{"text/html": "<b>x</b>", "text/plain": "x"}); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.Clear(); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{
+			`msg ` + id + ` {"buffer_paths":[],"method":"update","state":{"outputs":[{"name":"stdout","output_type":"stream","text":"captured\n"},{"name":"stdout","output_type":"stream","text":"later\n"}]}}`,
+			`msg ` + id + ` {"buffer_paths":[],"method":"update","state":{"outputs":[{"name":"stdout","output_type":"stream","text":"captured\n"},{"name":"stdout","output_type":"stream","text":"later\n"},{"data":{"text/html":"\u003cb\u003ex\u003c/b\u003e","text/plain":"x"},"metadata":{},"output_type":"display_data"}]}}`,
+			`msg ` + id + ` {"buffer_paths":[],"method":"update","state":{"outputs":[]}}`,
+		}
+		if got := r.take(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("%s: sent\n%s\nwant\n%s", d.Name, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+	}
+}
