@@ -437,6 +437,29 @@ var pythonHints = map[string]string{
 	"tf":    "TensorFlow's Go counterparts are the godist/distlib packages (notebooks/README.md maps them)",
 }
 
+// mismatched finds the two types of go/types' "(mismatched types A and B)".
+var mismatched = regexp.MustCompile(`\(mismatched types (.+) and (.+)\)$`)
+
+// numericKind says whether a type name (as a message writes it) is an integer or a float.
+func numericKind(t string) string {
+	switch {
+	case t == "int" || t == "rune" || t == "byte" || strings.HasPrefix(t, "int") || strings.HasPrefix(t, "uint"):
+		return "int"
+	case strings.HasPrefix(t, "float"):
+		return "float"
+	}
+	return ""
+}
+
+// joinExprs writes expressions as source, comma-separated.
+func joinExprs(es []ast.Expr) string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = types.ExprString(e)
+	}
+	return strings.Join(out, ", ")
+}
+
 // undefinedMember matches go/types' "x.m undefined (type T has no field or method m)".
 var undefinedMember = regexp.MustCompile(`^(.+)\.(\w+) undefined \(type (.+) has no field or method \w+\)$`)
 
@@ -455,7 +478,25 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 	msg := e.Msg
 	switch {
 	case strings.HasPrefix(msg, "undefined: "):
-		return pythonHints[strings.TrimPrefix(msg, "undefined: ")]
+		name := strings.TrimPrefix(msg, "undefined: ")
+		if h := pythonHints[name]; h != "" {
+			return h
+		}
+		// x = 1 for a new x: Python's assignment defines, Go's does not.
+		var asg *ast.AssignStmt
+		ast.Inspect(f, func(n ast.Node) bool {
+			if a, ok := n.(*ast.AssignStmt); ok && a.Tok == token.ASSIGN {
+				for _, l := range a.Lhs {
+					if id, ok := l.(*ast.Ident); ok && id.Pos() == e.Pos {
+						asg = a
+					}
+				}
+			}
+			return asg == nil
+		})
+		if asg != nil {
+			return fmt.Sprintf("Go defines a new variable with := (x := v, or var x T): %s := %s", joinExprs(asg.Lhs), joinExprs(asg.Rhs))
+		}
 	case strings.Contains(msg, "cannot call ") && strings.HasSuffix(msg, " is not a function"):
 		var call *ast.CallExpr
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -520,13 +561,49 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 			return ""
 		}
 		t := info.Types[call.Args[0]].Type
-		if t != nil && methodNamed(t, "Shape") != nil {
-			x := types.ExprString(call.Args[0])
+		if t == nil {
+			return ""
+		}
+		x := types.ExprString(call.Args[0])
+		if methodNamed(t, "Shape") != nil {
 			hint := fmt.Sprintf("a %s has no len: write %s.Shape()[0] for its first dimension", typeText(t), x)
 			if methodNamed(t, "Size") != nil {
 				hint += fmt.Sprintf(", %s.Size() for its number of elements", x)
 			}
 			return hint
+		}
+		for _, m := range []string{"Len", "Cardinality", "Size", "NumElements"} {
+			if methodNamed(t, m) != nil {
+				return fmt.Sprintf("a %s has no len: write %s.%s()", typeText(t), x, m)
+			}
+		}
+	case strings.Contains(msg, "(untyped float constant) truncated to "):
+		// 0.5 * n with n an int: the constant takes n's type.
+		var other ast.Expr
+		ast.Inspect(f, func(n ast.Node) bool {
+			if b, ok := n.(*ast.BinaryExpr); ok && other == nil {
+				if b.X.Pos() == e.Pos {
+					other = b.Y
+				} else if b.Y.Pos() == e.Pos {
+					other = b.X
+				}
+			}
+			return other == nil
+		})
+		if other != nil {
+			return fmt.Sprintf("Go converts between number types only when asked: float64(%s)", types.ExprString(other))
+		}
+	case strings.Contains(msg, "(mismatched types "):
+		m := mismatched.FindStringSubmatch(msg)
+		if m == nil {
+			return ""
+		}
+		a, b := strings.TrimPrefix(m[1], "untyped "), strings.TrimPrefix(m[2], "untyped ")
+		if a == "string" && b != "string" || b == "string" && a != "string" {
+			return "Go does not turn values into strings by itself: fmt.Sprint(\"loss: \", loss), or fmt.Sprintf(\"loss: %.3f\", loss)"
+		}
+		if numericKind(a) != "" && numericKind(b) != "" && numericKind(a) != numericKind(b) {
+			return fmt.Sprintf("Go converts between number types only when asked: %s(x) or %s(y)", a, b)
 		}
 	case strings.HasPrefix(msg, "assignment mismatch: ") && strings.Contains(msg, " returns "):
 		return "Go returns an error (or a second value) as a further result: name each result, e.g. v, err := ..., and check err"
@@ -711,7 +788,7 @@ var syntaxHints = []struct {
 	{regexp.MustCompile(`\bf"`), "Go formats a string with fmt.Sprintf(\"%v\", x) (or fmt.Println(a, b))"},
 	{regexp.MustCompile(`\*\*`), "Go has no ** operator: math.Pow(x, y) for float64"},
 	{regexp.MustCompile(`[(,]\s*[A-Za-z_]\w*\s*=[^=]`), "Go has no keyword arguments: pass the arguments in order; distlib takes options as values, e.g. model.Fit(ds, keras.Epochs(5))"},
-	{regexp.MustCompile(`(^|[^!<>=:])=\s*\[`), "Go writes a list as a slice literal with its type: []float32{1, 2, 3}"},
+	{regexp.MustCompile(`(^|[^!<>=:])=\s*\[|\(\s*\[`), "Go writes a list as a slice literal with its type: []float32{1, 2, 3}"},
 	{regexp.MustCompile(`(^|[^!<>=:])=\s*\{`), "Go writes a dict as a map literal with its type: map[string]int{\"a\": 1}"},
 	{regexp.MustCompile(`\b(and|or|not)\b`), "Go's boolean operators are &&, || and !"},
 	{regexp.MustCompile(`\b(if|for|while|else|elif)\b.*:\s*$`), "Go puts a block in braces, not after a colon: if x > 0 { ... }"},

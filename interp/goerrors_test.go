@@ -333,6 +333,12 @@ var ec EpochCounter`)
 		{"l := [1, 2, 3]", 1, "syntax error"},
 		{"ok := n > 2 and n < 5", 1, "Go's boolean operators are &&, || and !"},
 		{"y := n ** 2", 1, "Go has no ** operator: math.Pow(x, y)"},
+		{"total = 0", 1, "undefined: total\nGo defines a new variable with := (x := v, or var x T): total := 0"},
+		{"loss := 0.25\nmsg := \"loss: \" + loss", 2, "(mismatched types untyped string and float64)\nGo does not turn values into strings by itself"},
+		{"ratio := 0.5 * n", 1, "0.5 (untyped float constant) truncated to int\nGo converts between number types only when asked: float64(n)"},
+		{"f := 0.5\nratio := f * n", 2, "(mismatched types float64 and int)\nGo converts between number types only when asked: float64(x) or int(y)"},
+		{"ds := data.FromTensorSlices(t)\nlen(ds)", 2, "write ds.Cardinality()"},
+		{"z := tensor.Zeros([2, 3])", 1, "Go writes a list as a slice literal with its type"},
 		{"import numpy as np", 1, "syntax error"},
 		// Runtime failures: Go's runtime error, the line in the trace.
 		{"var p *EpochCounter\np.Epochs", 2, "runtime error: invalid memory address or nil pointer dereference"},
