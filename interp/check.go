@@ -836,8 +836,9 @@ var interpreterWords = regexp.MustCompile(`reflect|CFG|nil type|cannot compile t
 // message stays in the traceback.
 func interpreterLimit(err error, group []*chunk, code string) error {
 	var ee *EvalError
-	if err == nil || !errors.As(err, &ee) || ee.Name != "CompileError" || !interpreterWords.MatchString(ee.Value) {
-		return err
+	if err == nil || !errors.As(err, &ee) || ee.Name != "CompileError" || !interpreterWords.MatchString(ee.Value) ||
+		strings.Contains(ee.Value, "the new definitions break") {
+		return err // (a rebuild's error about an earlier cell's declaration is not this cell's)
 	}
 	line := group[0].Line
 	fmt.Sscanf(ee.Value, "cell line %d:", &line)
