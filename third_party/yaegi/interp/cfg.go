@@ -3,7 +3,6 @@ package interp
 import (
 	"fmt"
 	"go/constant"
-	"log"
 	"math"
 	"path/filepath"
 	"reflect"
@@ -3001,7 +3000,7 @@ func compositeGenerator(n *node, typ *itype, rtyp reflect.Type) (gen bltnGenerat
 		case reflect.Slice, reflect.Array:
 			gen = compositeBinSlice
 		default:
-			log.Panic(n.cfgErrorf("compositeGenerator not implemented for type kind: %s", k))
+			panic(n.cfgErrorf("compositeGenerator not implemented for type kind: %s", k))
 		}
 	}
 	return gen
