@@ -64,6 +64,26 @@ fmt.Printf("epochs %d, loss falls: %v\n", len(losses), losses[4] < losses[0])`,
 		want: `^epochs 5, loss falls: true\n$`,
 	},
 	{
+		name: "ps/fit-dataset-creator",
+		tf: "def dataset_fn(input_context): ... batch_size = input_context.get_per_replica_batch_size(global_batch_size); ...; " +
+			"dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id) ...; " +
+			"model.fit(tf.keras.utils.experimental.DatasetCreator(dataset_fn), epochs=5, steps_per_epoch=20)",
+		code: `func datasetFnForFit(inputContext *distribute.InputContext) *data.Dataset {
+	globalBatchSize := 64
+	batchSize := inputContext.GetPerReplicaBatchSize(globalBatchSize)
+	x := tensor.RandomUniform([]int{10, 10}, 0, 1, 3)
+	y := tensor.RandomUniform([]int{10}, 0, 1, 4)
+	dataset := data.FromTensorSlices(x, y).Shuffle(10, 1).Repeat(-1)
+	dataset = dataset.Shard(inputContext.NumInputPipelines, inputContext.InputPipelineID)
+	dataset = dataset.Batch(batchSize, false)
+	return dataset.Prefetch(2)
+}
+dc := keras.DatasetCreator(datasetFnForFit)
+creatorHistory := fitModel.Fit(dc, keras.Epochs(5), keras.StepsPerEpoch(20), keras.Verbose(0))
+fmt.Println("epochs", len(creatorHistory.History["loss"]))`,
+		want: `^epochs 5\n$`,
+	},
+	{
 		name: "ps/custom-loop",
 		tf:   "Parameter server training, custom training loop: step_fn with strategy.run(replica_fn, args=(batch_data, labels)) and strategy.reduce(SUM, losses, axis=None)",
 		code: `import "math/rand/v2"
