@@ -77,7 +77,7 @@ func checkQuickstart(t *testing.T, nb *notebook) {
 	fit := findCell(t, nb, "model.Fit(")
 	// Keras writes values under 1e-3 as 9.8207e-04 (after an interrupted Fit, the model
 	// trains on from where it stopped and can get there).
-	wantOutput(t, nb, fit, `(?s)Epoch 1/3\n.*Epoch 3/3\n63/63 ━{20} \d+s \d+[mu]?s/step - accuracy: [0-9.]+ - loss: [0-9.]+(e-[0-9]+)?\n`)
+	wantOutput(t, nb, fit, `(?s)Epoch 1/3\n.*Epoch 3/3\n63/63 ━{20} \d+s \d+[mu]?s/step - accuracy: [0-9.]+ - loss: [0-9.]+(e-[0-9]+)?(\n|$)`)
 	wantNumber(t, nb, fit, `Epoch 3/3\n63/63 .* - accuracy: ([0-9.]+)`, 0.8, 1)
 	wantNumber(t, nb, findCell(t, nb, "model.Evaluate("), `Eval accuracy: ([0-9.]+)`, 0.8, 1)
 	wantMIME(t, nb, findCell(t, nb, "history.Plot()"), "image/png")
