@@ -119,6 +119,7 @@ type backupHeader struct {
 	LR          float64         `json:"learning_rate"`
 	InputShape  []int           `json:"input_shape"`
 	Variables   []backupVarSpec `json:"variables"`
+	Extra       []backupVarSpec `json:"extra,omitempty"` // a Checkpoint's other variables (Checkpoint.Add), after the model's
 	BodyBytes   int             `json:"body_bytes"`
 	CRC32C      uint32          `json:"crc32c"` // of the header with CRC32C 0, then the body
 }
@@ -133,8 +134,9 @@ type backupVarSpec struct {
 // encodeBackup serializes the model's state after epoch.
 func (m *Model) encodeBackup(epoch int) []byte { return m.encodeState(m.optimizer, epoch, 0) }
 
-// encodeState serializes the model's variables and the state of optimizer o (nil: none).
-func (m *Model) encodeState(o *Optimizer, epoch, saves int) []byte {
+// encodeState serializes the model's variables and the state of optimizer o (nil: none),
+// then the values of extra (a Checkpoint's other variables).
+func (m *Model) encodeState(o *Optimizer, epoch, saves int, extra ...namedVariable) []byte {
 	vs := m.Variables()
 	if o == nil {
 		o = &Optimizer{}
@@ -161,6 +163,10 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int) []byte {
 		h.Variables = append(h.Variables, spec)
 	}
 	o.mu.Unlock()
+	for _, e := range extra {
+		h.Extra = append(h.Extra, backupVarSpec{Name: e.name, Shape: e.v.Shape()})
+		put(e.v.Value().Data())
+	}
 	m.mu.Lock()
 	h.Step = m.step
 	m.mu.Unlock()
@@ -387,4 +393,33 @@ func writeFileAtomic(path string, b []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// namedVariable is a variable a Checkpoint saves beside the model's (Checkpoint.Add).
+type namedVariable struct {
+	name string
+	v    *tensor.Variable
+}
+
+// extraValues returns the values of the state's extra variables by name, read after the
+// model's variables and their slots.
+func (st *backupState) extraValues() map[string][]float32 {
+	off := 0
+	for _, spec := range st.Variables {
+		off += 4 * prodInts(spec.Shape) * (1 + spec.Slots)
+	}
+	out := map[string][]float32{}
+	for _, spec := range st.Extra {
+		n := prodInts(spec.Shape)
+		if off+4*n > len(st.body) {
+			break
+		}
+		d := make([]float32, n)
+		for j := range d {
+			d[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
+		}
+		out[spec.Name] = d
+		off += 4 * n
+	}
+	return out
 }

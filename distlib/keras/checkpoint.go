@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"godist/distlib/tensor"
 )
 
 // checkpointExt is the file extension of a Checkpoint's file ("ckpt-3" is saved as
@@ -36,6 +38,32 @@ type Checkpoint struct {
 	optimizer *Optimizer
 	mu        sync.Mutex
 	saves     int
+	extra     []namedVariable // Add's variables, in the order added
+}
+
+// Add makes the checkpoint save and restore v under name beside the model, like the other
+// keyword arguments of tf.train.Checkpoint(model=model, epoch=epoch,
+// step_in_epoch=step_in_epoch) in the multi-worker custom loop tutorial:
+//
+//	epoch := tensor.NewVariable("epoch", tensor.Scalar(0), false)
+//	checkpoint := keras.NewCheckpoint(model, optimizer).Add("epoch", epoch)
+//
+// Restore sets it from a checkpoint that holds name and leaves it as it is otherwise (as TF
+// restores only what the file has). It returns c, and panics on an empty name, a nil
+// variable or a name added twice.
+func (c *Checkpoint) Add(name string, v *tensor.Variable) *Checkpoint {
+	if name == "" || v == nil {
+		panic(fmt.Errorf("%w: Checkpoint.Add(%q, %v): give a name and a variable", ErrInvalidArgument, name, v))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.extra {
+		if e.name == name {
+			panic(fmt.Errorf("%w: Checkpoint.Add: %q is already in the checkpoint", ErrInvalidArgument, name))
+		}
+	}
+	c.extra = append(c.extra, namedVariable{name: name, v: v})
+	return c
 }
 
 // NewCheckpoint returns a Checkpoint of model and optimizer (nil: the model's variables
@@ -98,7 +126,10 @@ func (c *Checkpoint) write(path string, saves int) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("keras: Checkpoint: %w", err)
 	}
-	if err := writeFileAtomic(path+checkpointExt, c.model.encodeState(c.optimizer, 0, saves)); err != nil {
+	c.mu.Lock()
+	extra := append([]namedVariable(nil), c.extra...)
+	c.mu.Unlock()
+	if err := writeFileAtomic(path+checkpointExt, c.model.encodeState(c.optimizer, 0, saves, extra...)); err != nil {
 		return fmt.Errorf("keras: Checkpoint %s: %w", path, err)
 	}
 	return nil
@@ -127,8 +158,22 @@ func (c *Checkpoint) Restore(path string) error {
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
+	extra := append([]namedVariable(nil), c.extra...)
+	c.mu.Unlock()
+	values := st.extraValues()
+	for _, e := range extra {
+		if d, ok := values[e.name]; ok && len(d) != e.v.Size() {
+			return fmt.Errorf("%w: %s holds %q with %d values, the checkpoint's variable has shape %v", ErrBackup, file, e.name, len(d), e.v.Shape())
+		}
+	}
 	if err := c.model.restoreState(c.optimizer, file, st); err != nil {
 		return err
+	}
+	for _, e := range extra {
+		if d, ok := values[e.name]; ok {
+			e.v.Assign(tensor.MustNew(e.v.Shape(), d))
+		}
 	}
 	c.mu.Lock()
 	c.saves = st.SaveCounter

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"godist/distlib/keras/layers"
@@ -63,5 +64,52 @@ func TestCheckpointManager(t *testing.T) {
 	}
 	if err := catch(func() { NewCheckpointManager(nil, dir, 1) }); err == nil {
 		t.Error("NewCheckpointManager(nil, ...): no error")
+	}
+}
+
+// TestCheckpointAddVariables: the multi-worker custom loop tutorial's
+// tf.train.Checkpoint(model=model, epoch=epoch, step_in_epoch=step_in_epoch): the epoch and
+// step variables are saved with the model and restored from the latest checkpoint; a
+// checkpoint without them leaves them as they are.
+func TestCheckpointAddVariables(t *testing.T) {
+	dir := t.TempDir()
+	model := Sequential(layers.Dense(1, layers.InputShape(2)))
+	if err := model.Build(2); err != nil {
+		t.Fatal(err)
+	}
+	epoch := tensor.NewVariable("epoch", tensor.Scalar(0), false)
+	stepInEpoch := tensor.NewVariable("step_in_epoch", tensor.Scalar(0), false)
+	checkpoint := NewCheckpoint(model, nil).Add("epoch", epoch).Add("step_in_epoch", stepInEpoch)
+	manager := NewCheckpointManager(checkpoint, dir, 1)
+	epoch.AssignAdd(tensor.Scalar(2))
+	stepInEpoch.Assign(tensor.Scalar(7))
+	weights := model.GetWeights()
+	if _, err := manager.Save(); err != nil {
+		t.Fatal(err)
+	}
+	epoch.Assign(tensor.Scalar(0))
+	stepInEpoch.Assign(tensor.Scalar(0))
+	model.SetWeights([]*tensor.Tensor{tensor.Zeros(2, 1), tensor.Zeros(1)})
+	if err := checkpoint.Restore(manager.LatestCheckpoint()); err != nil {
+		t.Fatal(err)
+	}
+	if epoch.Value().Item() != 2 || stepInEpoch.Value().Item() != 7 || maxAbsDiff(model.GetWeights()[0].Data(), weights[0].Data()) != 0 {
+		t.Errorf("restored epoch %v, step %v, weights %v; want 2, 7 and the saved weights", epoch.Value().Item(), stepInEpoch.Value().Item(), model.GetWeights()[0].Data())
+	}
+	// A checkpoint of the model alone leaves them as they are.
+	plain := filepath.Join(dir, "plain")
+	if _, err := NewCheckpoint(model, nil).Save(plain); err != nil {
+		t.Fatal(err)
+	}
+	epoch.Assign(tensor.Scalar(5))
+	if err := checkpoint.Restore(plain + "-1"); err != nil || epoch.Value().Item() != 5 {
+		t.Errorf("restore without the epoch: %v, epoch %v (want 5, untouched)", err, epoch.Value().Item())
+	}
+	wrong := NewCheckpoint(model, nil).Add("epoch", tensor.NewVariable("e", tensor.Zeros(3), false))
+	if err := wrong.Restore(manager.LatestCheckpoint()); err == nil || !strings.Contains(err.Error(), `"epoch"`) {
+		t.Errorf("restore into a variable of another shape: %v, want an error naming it", err)
+	}
+	if err := catch(func() { checkpoint.Add("epoch", epoch) }); err == nil {
+		t.Error("adding \"epoch\" twice: no error")
 	}
 }
