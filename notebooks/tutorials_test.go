@@ -263,18 +263,25 @@ fmt.Println(len(rows), rows[0])`,
 	{
 		name: "multi-worker/checkpoint-manager",
 		tf: "task_type, task_id = (strategy.cluster_resolver.task_type, strategy.cluster_resolver.task_id); " +
+			"checkpoint = tf.train.Checkpoint(model=multi_worker_model, epoch=epoch); " +
 			"checkpoint_manager = tf.train.CheckpointManager(checkpoint, directory=write_checkpoint_dir, max_to_keep=1); checkpoint_manager.save()",
 		code: `mwStrategy := distribute.NewMultiWorkerMirroredStrategy()
 taskType, taskID := mwStrategy.ClusterResolver().TaskType(), mwStrategy.ClusterResolver().TaskID()
 isChief := taskType == "" || taskType == "chief" || (taskType == "worker" && taskID == 0)
 var mwModel *keras.Model
 mwStrategy.Scope(func() { mwModel = keras.Sequential(layers.Dense(2, layers.InputShape(3))) })
-checkpoint := keras.NewCheckpoint(mwModel, nil)
+epoch := tensor.NewVariable("epoch", tensor.Scalar(0), false)
+checkpoint := keras.NewCheckpoint(mwModel, nil).Add("epoch", epoch)
 checkpointManager := keras.NewCheckpointManager(checkpoint, "mw_ckpt", 1)
 checkpointManager.Save()
+epoch.AssignAdd(tensor.Scalar(1))
 checkpointManager.Save()
-fmt.Println(isChief, checkpointManager.LatestCheckpoint(), len(checkpointManager.Checkpoints()))`,
-		want: `^true mw_ckpt/ckpt-2 1\n$`,
+epoch.Assign(tensor.Scalar(0))
+if err := checkpoint.Restore(checkpointManager.LatestCheckpoint()); err != nil {
+	panic(err)
+}
+fmt.Println(isChief, checkpointManager.LatestCheckpoint(), len(checkpointManager.Checkpoints()), epoch.Value().Item())`,
+		want: `^true mw_ckpt/ckpt-2 1 1\n$`,
 	},
 	{
 		name: "layers/global-average-pooling",
