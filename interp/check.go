@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"godist/internal/memlimit"
+	"godist/interp/internal/syntax"
 )
 
 // This file type-checks a cell with go/types before yaegi sees it, so that a mistake is
@@ -788,8 +789,9 @@ var syntaxHints = []struct {
 	{regexp.MustCompile(`\bf"`), "Go formats a string with fmt.Sprintf(\"%v\", x) (or fmt.Println(a, b))"},
 	{regexp.MustCompile(`\*\*`), "Go has no ** operator: math.Pow(x, y) for float64"},
 	{regexp.MustCompile(`[(,]\s*[A-Za-z_]\w*\s*=[^=]`), "Go has no keyword arguments: pass the arguments in order; distlib takes options as values, e.g. model.Fit(ds, keras.Epochs(5))"},
-	{regexp.MustCompile(`(^|[^!<>=:])=\s*\[|\(\s*\[`), "Go writes a list as a slice literal with its type: []float32{1, 2, 3}"},
-	{regexp.MustCompile(`(^|[^!<>=:])=\s*\{`), "Go writes a dict as a map literal with its type: map[string]int{\"a\": 1}"},
+	{regexp.MustCompile(`(^|[^!<>=])=\s*\[|\(\s*\[`), "Go writes a list as a slice literal with its type: []float32{1, 2, 3}"},
+	{regexp.MustCompile(`(^|[^!<>=])=\s*\{`), "Go writes a dict as a map literal with its type: map[string]int{\"a\": 1}"},
+	{regexp.MustCompile(`^\s*print\s+[^\s(]`), "Go prints with a call: fmt.Println(x)"},
 	{regexp.MustCompile(`\b(and|or|not)\b`), "Go's boolean operators are &&, || and !"},
 	{regexp.MustCompile(`\b(if|for|while|else|elif)\b.*:\s*$`), "Go puts a block in braces, not after a colon: if x > 0 { ... }"},
 	{regexp.MustCompile(`\bwhile\b`), "Go's while loop is for: for cond { ... }"},
@@ -810,6 +812,14 @@ func syntaxError(err error, code string) error {
 	}
 	prefix := fmt.Sprintf("cell line %d: ", line)
 	msg := strings.TrimPrefix(ee.Value, prefix)
+	var ce *chunkError
+	if errors.As(err, &ce) {
+		if gl, gcol, gmsg, ok := gcSyntaxError(ce.c); ok {
+			out := cellError(gl, gcol, gmsg, code).(*EvalError)
+			ee, line, msg = out, gl, gmsg
+			prefix = fmt.Sprintf("cell line %d: ", line)
+		}
+	}
 	if !strings.HasPrefix(msg, "syntax error") {
 		msg = "syntax error: " + msg
 	}
@@ -992,4 +1002,24 @@ func sizeError(n ast.Node, t types.Type, what string, fset *token.FileSet, code 
 	out.Name = "MemoryError"
 	out.Traceback[0] = out.Name + ": " + out.Value
 	return out
+}
+
+// gcSyntaxError parses a chunk that go/parser refused with gc's parser (a copy of
+// cmd/compile/internal/syntax) and returns its first error: the cell line and column and
+// gc's message ("syntax error: unexpected = in argument list; possibly missing comma or )").
+func gcSyntaxError(c *chunk) (line, col int, msg string, ok bool) {
+	prefix := "package p;"
+	if c.Kind == chunkStmt {
+		prefix = "package p;func _(){"
+	}
+	var first *syntax.Error
+	_, _ = syntax.Parse(syntax.NewFileBase("cell"), strings.NewReader(c.padded(prefix)), func(err error) {
+		if e, isSyntax := err.(syntax.Error); isSyntax && first == nil {
+			first = &e
+		}
+	}, nil, 0)
+	if first == nil || first.Pos.Line() < 2 {
+		return 0, 0, "", false
+	}
+	return int(first.Pos.Line()) - 1, int(first.Pos.Col()), first.Msg, true
 }

@@ -121,7 +121,7 @@ func splitCell(src string) ([]*chunk, error) {
 			return token.EOF, ""
 		}, len(cur))
 		if err := c.analyze(); err != nil {
-			return err
+			return &chunkError{c: c, err: err}
 		}
 		chunks = append(chunks, c)
 		cur = cur[:0]
@@ -295,6 +295,15 @@ func recvName(e ast.Expr) string {
 }
 
 // shiftLines moves the positions of a parser error list by delta lines.
+// chunkError is a parse error of one chunk, with the chunk (for gc's message).
+type chunkError struct {
+	c   *chunk
+	err error
+}
+
+func (e *chunkError) Error() string { return e.err.Error() }
+func (e *chunkError) Unwrap() error { return e.err }
+
 func shiftLines(err error, delta int) error {
 	list, ok := err.(scanner.ErrorList)
 	if !ok {
