@@ -7,6 +7,8 @@
 // memory.limit_in_bytes), GOMEMLIMIT (debug.SetMemoryLimit), and physical memory; what is
 // available is that limit less what already counts against it (the cgroup's usage without
 // its reclaimable file cache, the Go runtime's mapped memory, MemAvailable plus free swap).
+// Only allocations past what is available are refused: a request the kernel could meet by
+// dropping cache passes.
 package memlimit
 
 import (
@@ -265,7 +267,8 @@ func cgroupV2(dir string) (Limit, bool) {
 		return Limit{}, false
 	}
 	used, _ := readUint(filepath.Join(dir, "memory.current"))
-	used = sub(used, statValue(filepath.Join(dir, "memory.stat"), "inactive_file"))
+	stat := filepath.Join(dir, "memory.stat")
+	used = sub(used, reclaimable(statValue(stat, "file"), statValue(stat, "shmem"), statValue(stat, "inactive_file")))
 	return Limit{Bytes: lim, Available: sub(lim, used), Source: "cgroup memory.max"}, true
 }
 
@@ -275,8 +278,16 @@ func cgroupV1(dir string) (Limit, bool) {
 		return Limit{}, false
 	}
 	used, _ := readUint(filepath.Join(dir, "memory.usage_in_bytes"))
-	used = sub(used, statValue(filepath.Join(dir, "memory.stat"), "total_inactive_file"))
+	stat := filepath.Join(dir, "memory.stat")
+	used = sub(used, reclaimable(statValue(stat, "total_cache"), statValue(stat, "total_shmem"), statValue(stat, "total_inactive_file")))
 	return Limit{Bytes: lim, Available: sub(lim, used), Source: "cgroup memory.limit_in_bytes"}, true
+}
+
+// reclaimable is the page cache the kernel can give back under pressure: the file cache
+// without shared memory (tmpfs, /dev/shm, which stays), or at least the inactive files
+// when the stat file does not break the cache down.
+func reclaimable(cache, shmem, inactiveFile uint64) uint64 {
+	return max(sub(cache, shmem), inactiveFile)
 }
 
 // runtimeMapped is the memory the Go runtime holds from the OS (what GOMEMLIMIT limits).

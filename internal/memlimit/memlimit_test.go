@@ -45,7 +45,7 @@ func TestCgroupV2BindsBelowPhysical(t *testing.T) {
 		"proc/self/cgroup":                 "0::/job\n",
 		"sys/fs/cgroup/job/memory.max":     "1073741824\n",
 		"sys/fs/cgroup/job/memory.current": "536870912\n",
-		"sys/fs/cgroup/job/memory.stat":    "anon 1\ninactive_file 268435456\n",
+		"sys/fs/cgroup/job/memory.stat":    "anon 1\nfile 301989888\nshmem 33554432\ninactive_file 100\n",
 	})
 	l := Current()
 	if l.Source != "cgroup memory.max" || l.Bytes != 1<<30 || l.Available != 1<<30-(512<<20-256<<20) {
