@@ -123,7 +123,7 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 		return nil
 	}
 	msg := first.Msg // gc's checker is go/types' twin: its words
-	if hint := pythonHint(first, f, fset, info, code); hint != "" {
+	if hint := pythonHint(first, f, fset, info, code, cf.imports); hint != "" {
 		msg += "\n" + hint
 	}
 	return cellError(firstPos.Line, firstPos.Column, msg, code)
@@ -438,6 +438,46 @@ var pythonHints = map[string]string{
 	"tf":    "TensorFlow's Go counterparts are the godist/distlib packages (notebooks/README.md maps them)",
 }
 
+// nearest returns the name of names closest to a misspelt name (at most two edits, or a
+// different case), "" when none is that close.
+func nearest(name string, names []string) string {
+	best, bestDist := "", 3
+	for _, n := range names {
+		if n == name || !token.IsExported(n) && token.IsExported(name) {
+			continue
+		}
+		d := editDistance(strings.ToLower(name), strings.ToLower(n))
+		if d < bestDist || d == bestDist && best != "" && n < best {
+			best, bestDist = n, d
+		}
+	}
+	if bestDist > 2 || len(name) < 4 {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance of two strings.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // mismatched finds the two types of go/types' "(mismatched types A and B)".
 var mismatched = regexp.MustCompile(`\(mismatched types (.+) and (.+)\)$`)
 
@@ -475,13 +515,25 @@ var stringFuncs = map[string]string{
 // pythonHint returns one line saying the Go form when the error is a Python habit:
 // calling a value, assigning to a method, len of a tensor, an undefined Python name, a
 // result count ignored.
-func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.Info, code string) string {
+func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec) string {
 	msg := e.Msg
 	switch {
 	case strings.HasPrefix(msg, "undefined: "):
 		name := strings.TrimPrefix(msg, "undefined: ")
 		if h := pythonHints[name]; h != "" {
 			return h
+		}
+		if pkg, member, ok := strings.Cut(name, "."); ok {
+			// A typo of a package member: keras.SparseCategoricalCrossetropy.
+			for _, im := range imports {
+				if im.localName() == pkg {
+					if p, err := symImporter.Import(im.Path); err == nil {
+						if near := nearest(member, p.Scope().Names()); near != "" {
+							return fmt.Sprintf("did you mean %s.%s?", pkg, near)
+						}
+					}
+				}
+			}
 		}
 		// x = 1 for a new x: Python's assignment defines, Go's does not.
 		var asg *ast.AssignStmt
@@ -620,6 +672,19 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 			return fmt.Sprintf("Go ranges over a map: for k, v := range %s { ... }", x)
 		case typ == "string" && stringFuncs[member] != "":
 			return fmt.Sprintf("Go's string functions are in package strings: %s", strings.ReplaceAll(stringFuncs[member], "{s}", x))
+		}
+		// A typo of a method or field: model.Complie.
+		var sel *ast.SelectorExpr
+		ast.Inspect(f, func(n ast.Node) bool {
+			if se, ok := n.(*ast.SelectorExpr); ok && se.Sel.Pos() == e.Pos && se.Sel.Name == member {
+				sel = se
+			}
+			return sel == nil
+		})
+		if sel != nil && info.Types[sel.X].Type != nil && !strings.Contains(msg, "but does have") {
+			if near := nearest(member, typeMembers(info.Types[sel.X].Type)); near != "" {
+				return fmt.Sprintf("did you mean %s.%s?", x, near)
+			}
 		}
 	case strings.Contains(msg, "cannot indirect"):
 		// x ** 2 parses as x * (*2).

@@ -324,6 +324,9 @@ var ec EpochCounter`)
 		{"ds := data.FromTensorSlices(t).Batch(2)", 1, "not enough arguments in call to data.FromTensorSlices(t).Batch"},
 		{"ec.Epochs += \"x\"", 1, "invalid operation: ec.Epochs += \"x\" (mismatched types int and untyped string)"},
 		{"ec.Missing()", 1, "ec.Missing undefined (type EpochCounter has no field or method Missing)"},
+		// The course notes' own typos.
+		{"model.Complie(keras.Adam(0), keras.SparseCategoricalCrossentropy(true))", 1, "model.Complie undefined (type *keras.Model has no field or method Complie)\ndid you mean model.Compile?"},
+		{"loss := keras.SparseCategoricalCrossetropy(true)", 1, "undefined: keras.SparseCategoricalCrossetropy\ndid you mean keras.SparseCategoricalCrossentropy?"},
 		{"mm := map[string]int{}\nmm.get(\"a\")", 2, "mm.get undefined (type map[string]int has no field or method get)"},
 		{"str := \"abc\"\nstr.upper()", 2, "str.upper undefined (type string has no field or method upper)\nGo's string functions are in package strings: strings.ToUpper(str)"},
 		{"model.Fit(t, t, epochs=5)", 1, "syntax error: unexpected = in argument list; possibly missing comma or )\nGo has no keyword arguments"},
