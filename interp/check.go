@@ -58,7 +58,7 @@ func (p cellPos) before(q cellPos) bool {
 // mistake is a Python habit), or nil.
 func (s *Session) checkCell(chunks []*chunk, code string) error {
 	s.mu.Lock()
-	s.plans = nil
+	s.plans, s.checkPartial = nil, true
 	s.mu.Unlock()
 	cf := s.checkSource(chunks)
 	if cf == nil {
@@ -112,6 +112,17 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 			first, firstPos = e, p
 		}
 	}
+	// Whether the cell uses a variable the check could not type: then a yaegi error after a
+	// clean check is not known to be a limit of the interpreter.
+	partial := false
+	for _, obj := range info.Uses {
+		if v, ok := obj.(*types.Var); ok && v.Parent() == pkg.Scope() && v.Type() == types.Typ[types.Invalid] {
+			partial = true
+		}
+	}
+	s.mu.Lock()
+	s.checkPartial = partial
+	s.mu.Unlock()
 	if first == nil {
 		plans := map[planKey][]string{}
 		if err := unsupported(f, fset, info, code, cf.imports, plans); err != nil {
@@ -285,14 +296,12 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 			cf.invalid = append(cf.invalid, name) // known to exist, of a type the value does not say
 			continue
 		}
-		if tn := named[v.Type()]; tn != "" {
-			fmt.Fprintf(&b, "var %s %s\n", name, tn)
-		} else if v.Kind() == reflect.Pointer && named[v.Type().Elem()] != "" {
-			fmt.Fprintf(&b, "var %s *%s\n", name, named[v.Type().Elem()])
-		} else if checkableType(v.Type(), 0) {
+		if checkableType(v.Type(), 0) {
 			symImporter.mu.Lock()
 			cf.typed[name] = symImporter.typeOf(v.Type())
 			symImporter.mu.Unlock()
+		} else if te, ok := typeExpr(v.Type(), named, cf.imports, 0); ok {
+			fmt.Fprintf(&b, "var %s %s\n", name, te) // a type of the notebook's: []*P, map[string]P
 		} else {
 			cf.invalid = append(cf.invalid, name)
 		}
@@ -342,6 +351,48 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 	b.WriteString("}\n")
 	cf.src = b.String()
 	return cf
+}
+
+// typeExpr writes a session variable's type as the check's source can: the notebook's
+// types by name, compiled types by the imported packages' names, and pointers, slices,
+// arrays, maps and channels of them; ok is false for anything else.
+func typeExpr(t reflect.Type, named map[reflect.Type]string, imports []importSpec, depth int) (string, bool) {
+	if n := named[t]; n != "" {
+		return n, true
+	}
+	if depth > 8 {
+		return "", false
+	}
+	if checkableType(t, 0) {
+		symImporter.mu.Lock()
+		tt := symImporter.typeOf(t)
+		symImporter.mu.Unlock()
+		return sourceTypeText(tt, imports)
+	}
+	elem := func(prefix string) (string, bool) {
+		e, ok := typeExpr(t.Elem(), named, imports, depth+1)
+		return prefix + e, ok
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return elem("*")
+	case reflect.Slice:
+		return elem("[]")
+	case reflect.Array:
+		return elem(fmt.Sprintf("[%d]", t.Len()))
+	case reflect.Chan:
+		if t.ChanDir() != reflect.BothDir {
+			return "", false
+		}
+		return elem("chan ")
+	case reflect.Map:
+		k, ok := typeExpr(t.Key(), named, imports, depth+1)
+		if !ok {
+			return "", false
+		}
+		return elem("map[" + k + "]")
+	}
+	return "", false
 }
 
 // liftedStmt is a top-level definition of a statement chunk.
@@ -905,13 +956,16 @@ func syntaxError(err error, code string) error {
 // interpreterWords are what yaegi's messages show of its insides.
 var interpreterWords = regexp.MustCompile(`reflect|CFG|nil type|cannot compile this code|main\.|_godist|interp\.|valueInterface|unsupported assign|panic:`)
 
-// interpreterLimit rewords a compile error of yaegi for code the cell check accepted (so
-// valid Go that the interpreter cannot run): it names the cell line (the group's first
+// interpreterLimit rewords a compile error of yaegi for code the cell check accepted with
+// every name typed (so valid Go that the interpreter cannot run): it names the cell line (the group's first
 // when yaegi gave none) and says what happened in words a student can act on; yaegi's own
 // message stays in the traceback.
-func interpreterLimit(err error, group []*chunk, code string) error {
+func (s *Session) interpreterLimit(err error, group []*chunk, code string) error {
+	s.mu.Lock()
+	partial := s.checkPartial
+	s.mu.Unlock()
 	var ee *EvalError
-	if err == nil || !errors.As(err, &ee) || ee.Name != "CompileError" || !interpreterWords.MatchString(ee.Value) ||
+	if err == nil || partial || !errors.As(err, &ee) || ee.Name != "CompileError" || !interpreterWords.MatchString(ee.Value) ||
 		strings.Contains(ee.Value, "the new definitions break") {
 		return err // (a rebuild's error about an earlier cell's declaration is not this cell's)
 	}

@@ -57,16 +57,16 @@ func (s *Session) runGo(ctx context.Context, code string) (*Result, error) {
 			if j == len(chunks) && last.Expr {
 				if len(group) > 1 {
 					if err = s.runStmts(ctx, group[:len(group)-1], code); err != nil {
-						return nil, interpreterLimit(err, group, code)
+						return nil, s.interpreterLimit(err, group, code)
 					}
 				}
 				res, err := s.runFinal(ctx, last, code)
-				return res, interpreterLimit(err, group[len(group)-1:], code)
+				return res, s.interpreterLimit(err, group[len(group)-1:], code)
 			}
 			err = s.runStmts(ctx, group, code)
 		}
 		if err != nil {
-			return nil, interpreterLimit(err, group, code)
+			return nil, s.interpreterLimit(err, group, code)
 		}
 		i = j
 	}

@@ -411,5 +411,12 @@ func TestCheckFollowsTheSession(t *testing.T) {
 		{"// a comment only", "", ""},
 		{"x := 1", "", ""},
 		{"x := \"now a string\"\nx", "now a string", ""},
+		// Variables of the notebook's types, in slices and maps, are typed for the check.
+		{"type P struct{ X int }\nps := []P{{1}}\nm := map[string]*P{\"a\": {2}}", "", ""},
+		{"m[\"a\"].X + ps[0].X", "3", ""},
 	})
+	ee := wantError(t, s, "ps[0].Y")
+	if want := "cell line 1: ps[0].Y undefined (type P has no field or method Y)"; ee.Value != want {
+		t.Errorf("a notebook type's missing field: %q, want %q", ee.Value, want)
+	}
 }

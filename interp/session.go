@@ -152,6 +152,9 @@ type Session struct {
 	// plans are the running cell's constructs that its check planned for the rewriter
 	// (ranges over functions run as calls, new of a value).
 	plans map[planKey][]string
+	// checkPartial: the running cell's check could not type some name it uses (or did not
+	// run), so a yaegi error is not known to be one of valid Go.
+	checkPartial bool
 
 	osStdout, osStderr *os.File
 	yaegiStderr        stderrFilter
