@@ -52,6 +52,7 @@ func TestBrowserLab(t *testing.T) {
 	defer cancel()
 
 	t.Run("JupyterLab 4", func(t *testing.T) {
+		defer noPageErrors(t, b)()
 		open := func(t *testing.T, name string) *notebookPage {
 			return openFrontEndPage(ctx, t, b, srv, jlabFrontEnd, name, "ipywidgets 8")
 		}
@@ -66,6 +67,7 @@ func TestBrowserLab(t *testing.T) {
 	// VS Code does not load widget state from the kernel: a reloaded VS Code window shows the
 	// outputs it saved, not live widgets, so no reload is checked here.
 	t.Run("ipywidgets 7 HTML manager", func(t *testing.T) {
+		defer noPageErrors(t, b)()
 		var pages []*notebookPage
 		open := func(t *testing.T, name string) *notebookPage {
 			nb := openFrontEndPage(ctx, t, b, srv, html7FrontEnd, name, "ipywidgets 7")
@@ -85,6 +87,27 @@ func TestBrowserLab(t *testing.T) {
 	})
 }
 
+// noPageErrors returns a func that fails t with the uncaught exceptions and console errors
+// of b's pages since noPageErrors was called: the front-end code must run without them.
+func noPageErrors(t *testing.T, b *browser) func() {
+	b.mu.Lock()
+	from := len(b.console)
+	b.mu.Unlock()
+	return func() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		var errs []string
+		for _, l := range b.console[from:] {
+			if strings.HasPrefix(l, "exception:") || strings.HasPrefix(l, "console.error:") {
+				errs = append(errs, l)
+			}
+		}
+		if len(errs) > 0 {
+			t.Errorf("the pages reported %d errors:\n%s", len(errs), tail(strings.Join(errs, "\n"), 4000))
+		}
+	}
+}
+
 // openFrontEndPage opens notebook name in a new tab of front end fe (its page served from
 // the notebook server's static files), waits for its godist kernel and its recorder, and
 // checks that the kernel took the page for a widget front end speaking dialect (one of
@@ -102,6 +125,9 @@ func openFrontEndPage(ctx context.Context, t *testing.T, b *browser, srv *notebo
 // reloads it.
 func loadFrontEndPage(ctx context.Context, t *testing.T, p *page, srv *notebookServer, fe, name, dialect string) *notebookPage {
 	t.Helper()
+	if err := p.bringToFront(ctx); err != nil {
+		t.Fatal(err)
+	}
 	// Until the new document replaces it, the old one must not answer for it.
 	if err := p.eval(ctx, "window.godistPage = undefined, true", nil); err != nil {
 		t.Fatal(err)

@@ -325,6 +325,12 @@ func (p *page) navigate(ctx context.Context, url string) error {
 	return nil
 }
 
+// bringToFront makes the page the browser's visible tab (a background tab's rendering and
+// timers may be throttled).
+func (p *page) bringToFront(ctx context.Context) error {
+	return p.b.call(ctx, p.session, "Page.bringToFront", nil, nil)
+}
+
 // eval evaluates the JavaScript expression expr in the page (awaiting a promise) and decodes
 // its JSON value into result (when not nil).
 func (p *page) eval(ctx context.Context, expr string, result any) error {
