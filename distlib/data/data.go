@@ -258,6 +258,9 @@ func (d *Dataset) Collect() []Element {
 			return out
 		}
 		out = append(out, el)
+		if d.card >= 0 {
+			checkGrowth("Collect", "result", len(out), d.card, el)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ func TestBuffersLargerThanMemoryFail(t *testing.T) {
 		{"Cache", func() { drain(mb.Repeat(1<<30).Cache(), 1) }, "data: Cache: out of memory: Dataset.Cache's cache of 1073741824 elements"},
 		{"Prefetch", func() { mb.Prefetch(1 << 50) }, "data: Prefetch: out of memory: Dataset.Prefetch's buffer of 1125899906842624 elements"},
 		{"Prefetch elements", func() { drain(FromTensors(tensor.Zeros(1<<24)).Repeat(-1).Prefetch(1<<16), 2) }, "data: Prefetch: out of memory: Dataset.Prefetch's buffer of 65537 elements of 64.00 MiB each"},
+		{"Collect", func() { mb.Repeat(1 << 30).Collect() }, "data: Collect: out of memory: Dataset.Collect's result of 1073741824 elements of 1.00 MiB each"},
 		{"Batch", func() { mb.Batch(1<<60, false) }, "data: Batch: out of memory: Dataset.Batch's batch of 1152921504606846976 elements"},
 		{"Batch storage", func() { drain(FromTensors(tensor.Zeros(1<<24)).Repeat(-1).Batch(1<<16, false), 1) }, "data: Batch: out of memory: Dataset.Batch's batch component of 1099511627776 float32s"},
 	}
