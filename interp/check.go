@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 
 	"godist/internal/memlimit"
@@ -60,6 +61,9 @@ func (s *Session) checkCell(chunks []*chunk, code string) error {
 	s.mu.Lock()
 	s.plans, s.checkPartial = nil, true
 	s.mu.Unlock()
+	if err := missingImport(chunks, code); err != nil {
+		return err
+	}
 	cf := s.checkSource(chunks)
 	if cf == nil {
 		return nil
@@ -1121,6 +1125,53 @@ func sizeError(n ast.Node, t types.Type, what string, fset *token.FileSet, code 
 	out.Name = "MemoryError"
 	out.Traceback[0] = out.Name + ": " + out.Value
 	return out
+}
+
+// pythonPackages are the Python packages a translation imports, and what to use instead.
+var pythonPackages = map[string]string{
+	"numpy":      "godist/distlib/tensor (tensor.Constant, tensor.Zeros, tensor.MatMul, ...)",
+	"tensorflow": "the godist/distlib packages: distribute, keras, keras/layers, data, tensor (notebooks/README.md maps them)",
+	"keras":      "godist/distlib/keras and godist/distlib/keras/layers",
+	"torch":      "godist/distlib/tensor and godist/distlib/keras",
+	"pandas":     "encoding/csv with godist/distlib/data",
+	"matplotlib": "History.Plot of godist/distlib/keras, or godist/distlib/display",
+}
+
+// missingImport refuses an import of a package the kernel does not have, before the
+// interpreter says that GOPATH is not set.
+func missingImport(chunks []*chunk, code string) error {
+	for _, c := range chunks {
+		if c.Kind != chunkImport {
+			continue
+		}
+		for _, im := range c.Imports {
+			if packageAvailable(im.Path) {
+				continue
+			}
+			line, col := c.Line, c.Col
+			quoted := strconv.Quote(im.Path)
+			if i := strings.Index(c.Text, quoted); i >= 0 {
+				line += strings.Count(c.Text[:i], "\n")
+				if nl := strings.LastIndex(c.Text[:i], "\n"); nl >= 0 {
+					col = i - nl
+				} else {
+					col += i
+				}
+			}
+			msg := fmt.Sprintf("could not import %s (the kernel has the standard library and godist's packages, not this one)", im.Path)
+			if use := pythonPackages[strings.SplitN(im.Path, "/", 2)[0]]; use != "" {
+				msg += "\n" + im.Path + " is Python's; in Go use " + use
+			}
+			return cellError(line, col, msg, code)
+		}
+	}
+	return nil
+}
+
+// packageAvailable reports whether a session's interpreter can import path: a package of
+// the symbol tables (unrestricted's included) or of the session's own helpers.
+func packageAvailable(path string) bool {
+	return packageSymbols(path) != nil || path == rtPath || path == carryPath
 }
 
 // gcSyntaxError parses a chunk that go/parser refused with gc's parser (a copy of

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/traefik/yaegi/stdlib"
+	"github.com/traefik/yaegi/stdlib/unrestricted"
 
 	"godist/interp/symbols"
 )
@@ -117,11 +118,28 @@ func packageSymbols(path string) map[string]reflect.Value {
 	for _, table := range []map[string]map[string]reflect.Value{symbols.Symbols, stdlib.Symbols} {
 		for key, syms := range table {
 			if i := strings.LastIndex(key, "/"); i >= 0 && key[:i] == path {
-				return syms
+				return withUnrestricted(key, syms)
 			}
 		}
 	}
-	return nil
+	return withUnrestricted(path+"/"+pathBase(majorBase(path)), nil)
+}
+
+// withUnrestricted adds the names yaegi's unrestricted table gives a package (os.Exit,
+// os/exec, syscall), as the session's interpreters have them.
+func withUnrestricted(key string, syms map[string]reflect.Value) map[string]reflect.Value {
+	extra, ok := unrestricted.Symbols[key]
+	if !ok {
+		return syms
+	}
+	merged := make(map[string]reflect.Value, len(syms)+len(extra))
+	for n, v := range syms {
+		merged[n] = v
+	}
+	for n, v := range extra {
+		merged[n] = v
+	}
+	return merged
 }
 
 // members lists the members of the identifier code[from:to]: a package's symbols, a

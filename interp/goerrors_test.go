@@ -346,6 +346,9 @@ var ec EpochCounter`)
 		{"ds := data.FromTensorSlices(t)\nlen(ds)", 2, "write ds.Cardinality()"},
 		{"z := tensor.Zeros([2, 3])", 1, "Go writes a list as a slice literal with its type"},
 		{"import numpy as np", 1, "syntax error: missing import path\nGo imports a package by its path"},
+		{"import (\n\t\"math\"\n\t\"numpy\"\n)", 3, "could not import numpy (the kernel has the standard library and godist's packages, not this one)\nnumpy is Python's; in Go use godist/distlib/tensor"},
+		{"import \"github.com/some/module\"", 1, "could not import github.com/some/module"},
+		{"import \"syscall\"\npid := syscall.Getpid()", 2, "undefined: syscall.Getpid"},
 		// Runtime failures: Go's runtime error, the line in the trace.
 		{"var p *EpochCounter\np.Epochs", 2, "runtime error: invalid memory address or nil pointer dereference"},
 		{"i := 5\nxs[i]", 2, "runtime error: index out of range [5] with length 3"},
