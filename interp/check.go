@@ -57,10 +57,15 @@ func (p cellPos) before(q cellPos) bool {
 // checkCell type-checks the cell's chunks against the session; it returns a CompileError
 // for the first error in the cell in gc's words (with a line saying the Go form where the
 // mistake is a Python habit), or nil.
-func (s *Session) checkCell(chunks []*chunk, code string) error {
+func (s *Session) checkCell(chunks []*chunk, code string) (err error) {
 	s.mu.Lock()
 	s.plans, s.checkPartial = nil, true
 	s.mu.Unlock()
+	defer func() {
+		if recover() != nil {
+			err = nil // a failure of the check itself gives no verdict: the interpreter decides
+		}
+	}()
 	if err := missingImport(chunks, code); err != nil {
 		return err
 	}
@@ -301,9 +306,7 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 			continue
 		}
 		if checkableType(v.Type(), 0) {
-			symImporter.mu.Lock()
-			cf.typed[name] = symImporter.typeOf(v.Type())
-			symImporter.mu.Unlock()
+			cf.typed[name] = importerType(v.Type())
 		} else if te, ok := typeExpr(v.Type(), named, cf.imports, 0); ok {
 			fmt.Fprintf(&b, "var %s %s\n", name, te) // a type of the notebook's: []*P, map[string]P
 		} else {
@@ -368,10 +371,7 @@ func typeExpr(t reflect.Type, named map[reflect.Type]string, imports []importSpe
 		return "", false
 	}
 	if checkableType(t, 0) {
-		symImporter.mu.Lock()
-		tt := symImporter.typeOf(t)
-		symImporter.mu.Unlock()
-		return sourceTypeText(tt, imports)
+		return sourceTypeText(importerType(t), imports)
 	}
 	elem := func(prefix string) (string, bool) {
 		e, ok := typeExpr(t.Elem(), named, imports, depth+1)
@@ -397,6 +397,13 @@ func typeExpr(t reflect.Type, named map[reflect.Type]string, imports []importSpe
 		return elem("map[" + k + "]")
 	}
 	return "", false
+}
+
+// importerType converts a compiled type with the symbol importer.
+func importerType(t reflect.Type) types.Type {
+	symImporter.mu.Lock()
+	defer symImporter.mu.Unlock()
+	return symImporter.typeOf(t)
 }
 
 // liftedStmt is a top-level definition of a statement chunk.

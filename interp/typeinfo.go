@@ -373,10 +373,7 @@ func (s *Session) cellTypeAt(code string, exprStart, exprEnd int) types.Type {
 		if declared[name] || strings.HasPrefix(name, "_") || !v.IsValid() {
 			continue
 		}
-		symImporter.mu.Lock()
-		t := symImporter.typeOf(v.Type())
-		symImporter.mu.Unlock()
-		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, name, t))
+		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, name, importerType(v.Type())))
 	}
 	info := &types.Info{Types: map[ast.Expr]types.TypeAndValue{}}
 	conf := types.Config{Importer: symImporter, Error: func(error) {}, FakeImportC: true}
