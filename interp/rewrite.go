@@ -46,8 +46,12 @@ type rewriteEnv struct {
 //   - go func(...) {...}(...)          -> the literal gets a deferred recover first
 //   - min(...), max(...)               -> the prelude's generic _godistMin / _godistMax
 //   - clear(x)                         -> _godist.Clear(x)
+//   - for k, v := range seq {...}      -> seq(func(k K, v V) bool {...; return true }), as
+//     the cell's check planned it (env.plans), break and continue as return false and true
+//   - new(v), v a value                -> &[]T{v}[0], T from the check's plan
 //
-// A range over a function literal is reported as an error (yaegi cannot run range-over-func).
+// A range over a function that the check did not plan (it could not type the operand) is
+// reported as an error when the operand is a literal or a global function.
 func rewriteChunk(c *chunk, env rewriteEnv) (string, error) {
 	pre, text, err := rewriteParts(c, env)
 	return pre + text, err
