@@ -34,7 +34,7 @@ func NewIntProgress(min, max int) *IntProgress {
 	return &IntProgress{newWidget("IntProgress", "ProgressModel", "ProgressView", map[string]any{
 		"value": min, "min": min, "max": max, "step": 1, "bar_style": "", "description": "",
 		"disabled": false, "orientation": "horizontal",
-	}, "ProgressStyleModel", map[string]any{"bar_color": nil})}
+	}, "ProgressStyleModel", map[string]any{"bar_color": nil, "description_width": ""})}
 }
 
 func (p *IntProgress) ints() (v, lo, hi int) {
@@ -75,6 +75,13 @@ func (p *IntProgress) SetMax(max int) error {
 // SetDescription sets the label shown beside the bar.
 func (p *IntProgress) SetDescription(s string) { p.set("description", s) }
 
+// SetDescriptionWidth sets the width of the label's column, a CSS width such as "120px",
+// or "initial" to fit the label (ipywidgets' style.description_width); "" is the front
+// end's default, which cuts a long label.
+func (p *IntProgress) SetDescriptionWidth(width string) {
+	setStyle(p.Widget, "description_width", width)
+}
+
 // SetBarStyle sets the bar's colour: "", "success", "info", "warning" or "danger".
 func (p *IntProgress) SetBarStyle(style string) error {
 	if err := checkStyle("IntProgress bar style", style, barStyles); err != nil {
@@ -82,6 +89,23 @@ func (p *IntProgress) SetBarStyle(style string) error {
 	}
 	p.set("bar_style", strings.ToLower(style))
 	return nil
+}
+
+// setStyle sets a key of w's style model, when it has one.
+func setStyle(w *Widget, key string, value any) {
+	w.mu.Lock()
+	var style *Widget
+	if ref, _ := w.state["style"].(string); ref != "" {
+		for _, part := range w.parts {
+			if "IPY_MODEL_"+part.id == ref {
+				style = part
+			}
+		}
+	}
+	w.mu.Unlock()
+	if style != nil {
+		style.set(key, value)
+	}
 }
 
 // FloatProgress is a progress bar with a float value (ipywidgets.FloatProgress).
@@ -95,7 +119,7 @@ func NewFloatProgress(min, max float64) *FloatProgress {
 	return &FloatProgress{newWidget("FloatProgress", "ProgressModel", "ProgressView", map[string]any{
 		"value": min, "min": min, "max": max, "step": 0.1, "bar_style": "", "description": "",
 		"disabled": false, "orientation": "horizontal",
-	}, "ProgressStyleModel", map[string]any{"bar_color": nil})}
+	}, "ProgressStyleModel", map[string]any{"bar_color": nil, "description_width": ""})}
 }
 
 func (p *FloatProgress) floats() (v, lo, hi float64) {

@@ -33,6 +33,7 @@ type FitBar struct {
 // its first Progress or Append).
 func NewFitBar() *FitBar {
 	f := &FitBar{history: NewOutput(), bar: NewIntProgress(0, 1), text: NewHTML(""), target: 1}
+	f.bar.SetDescriptionWidth("initial") // "Epoch 10/100" whole
 	f.row = NewHBox(f.bar, f.text)
 	f.box = NewVBox(f.history, f.row)
 	return f

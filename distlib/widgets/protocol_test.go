@@ -258,3 +258,17 @@ func TestProtocol2OutputAppend(t *testing.T) {
 		}
 	}
 }
+
+func TestDescriptionWidth(t *testing.T) {
+	for _, d := range []Dialect{Ipywidgets6, Ipywidgets7, Ipywidgets8} {
+		r := installDialect(t, d, true)
+		p := NewIntProgress(0, 10)
+		style := strings.TrimPrefix(p.Get("style").(string), "IPY_MODEL_")
+		r.take()
+		p.SetDescriptionWidth("initial")
+		log := r.take()
+		if len(log) != 1 || !strings.HasPrefix(log[0], "msg "+style+" ") || !strings.Contains(log[0], `"state":{"description_width":"initial"}`) {
+			t.Errorf("%s: SetDescriptionWidth sent %v, want an update of style model %s", d.Name, log, style)
+		}
+	}
+}
