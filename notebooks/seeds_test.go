@@ -336,7 +336,7 @@ fmt.Println("central storage mirrors:", central.ExtendedMirrorsVariables(), "var
 		code: `model := keras.Sequential(layers.Dense(10, layers.InputShape(4)))
 model.Complie(keras.Adam(0), keras.SparseCategoricalCrossentropy(true), "accuracy")`,
 		// Python finds the notes' typos when the line runs; Go refuses the cell before it runs.
-		want: `^CompileError: .*undefined (method|selector):? Complie`, fails: true,
+		want: `^CompileError: cell line 2: model\.Complie undefined \(type \*keras\.Model has no field or method Complie\)`, fails: true,
 	},
 	{
 		name: "001/mirrored-variable",
