@@ -915,8 +915,9 @@ func compileError(err error, code string) error {
 	if errors.As(err, &list) && len(list) > 0 {
 		line, col, msg = list[0].Pos.Line, list[0].Pos.Column, list[0].Msg
 	} else if m := posRE.FindStringSubmatch(msg); m != nil {
+		// yaegi's column is one of the rewritten source (a line mark and wrappers come
+		// first on the line): the line is the cell's, the column is not, so no caret.
 		line, _ = strconv.Atoi(m[1])
-		col, _ = strconv.Atoi(m[2])
 		line--
 		msg = msg[len(m[0]):]
 	}
