@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,12 @@ import (
 const (
 	jlabFrontEnd  = "jlab"  // JupyterLab 4's notebook and jupyterlab_widgets (ipywidgets 8)
 	html7FrontEnd = "html7" // ipywidgets 7's HTML manager as VS Code's renderer drives it
+)
+
+// What widgets.FrontendSeen() says in each front end's kernel: the dialect and what showed it.
+var (
+	jlabSeen  = regexp.MustCompile(`^ipywidgets 8 \(widget protocol 2\.1\.0\): the front end opened jupyter\.widget\.control`)
+	html7Seen = regexp.MustCompile(`^ipywidgets 7 \(widget protocol 2\.0\.0\): execute_request metadata cellId vscode-notebook-cell:`)
 )
 
 // TestBrowserLab runs TestBrowser's widget cells in two more front ends, against Debian's
@@ -54,12 +61,12 @@ func TestBrowserLab(t *testing.T) {
 	t.Run("JupyterLab 4", func(t *testing.T) {
 		defer noPageErrors(t, b)()
 		open := func(t *testing.T, name string) *notebookPage {
-			return openFrontEndPage(ctx, t, b, srv, jlabFrontEnd, name, "ipywidgets 8")
+			return openFrontEndPage(ctx, t, b, srv, jlabFrontEnd, name, jlabSeen)
 		}
 		nb := testWidgetCells(ctx, t, srv, shots, "jlab-", open)
 		t.Run("reload", func(t *testing.T) {
 			testReload(ctx, t, srv, nb, shots, func(t *testing.T, name string) *notebookPage {
-				return loadFrontEndPage(ctx, t, nb.page, srv, jlabFrontEnd, name, "ipywidgets 8")
+				return loadFrontEndPage(ctx, t, nb.page, srv, jlabFrontEnd, name, jlabSeen)
 			})
 		})
 	})
@@ -70,7 +77,7 @@ func TestBrowserLab(t *testing.T) {
 		defer noPageErrors(t, b)()
 		var pages []*notebookPage
 		open := func(t *testing.T, name string) *notebookPage {
-			nb := openFrontEndPage(ctx, t, b, srv, html7FrontEnd, name, "ipywidgets 7")
+			nb := openFrontEndPage(ctx, t, b, srv, html7FrontEnd, name, html7Seen)
 			pages = append(pages, nb)
 			return nb
 		}
@@ -110,20 +117,20 @@ func noPageErrors(t *testing.T, b *browser) func() {
 
 // openFrontEndPage opens notebook name in a new tab of front end fe (its page served from
 // the notebook server's static files), waits for its godist kernel and its recorder, and
-// checks that the kernel took the page for a widget front end speaking dialect (one of
-// package widgets' dialect names).
-func openFrontEndPage(ctx context.Context, t *testing.T, b *browser, srv *notebookServer, fe, name, dialect string) *notebookPage {
+// checks that the kernel took the page for the widget front end it is (seen matches what
+// widgets.FrontendSeen() says there).
+func openFrontEndPage(ctx context.Context, t *testing.T, b *browser, srv *notebookServer, fe, name string, seen *regexp.Regexp) *notebookPage {
 	t.Helper()
 	p, err := b.newPage(ctx, 1280, 1600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return loadFrontEndPage(ctx, t, p, srv, fe, name, dialect)
+	return loadFrontEndPage(ctx, t, p, srv, fe, name, seen)
 }
 
 // loadFrontEndPage is openFrontEndPage in tab p: in a tab that shows the page already, it
 // reloads it.
-func loadFrontEndPage(ctx context.Context, t *testing.T, p *page, srv *notebookServer, fe, name, dialect string) *notebookPage {
+func loadFrontEndPage(ctx context.Context, t *testing.T, p *page, srv *notebookServer, fe, name string, seen *regexp.Regexp) *notebookPage {
 	t.Helper()
 	if err := p.bringToFront(ctx); err != nil {
 		t.Fatal(err)
@@ -156,10 +163,10 @@ func loadFrontEndPage(ctx context.Context, t *testing.T, p *page, srv *notebookS
 	if out := nb.probeUntil(ctx, t, "import \"godist/distlib/widgets\"\nwidgets.Ready()", "ok true", time.Minute); out != "ok true" {
 		t.Fatalf("widgets.Ready() in %s's kernel = %q, want ok true", fe, out)
 	}
-	seen := nb.probe(ctx, t, "widgets.FrontendSeen()")
-	t.Logf("%s: the kernel speaks %s", fe, seen)
-	if !strings.Contains(seen, dialect+" ") {
-		t.Fatalf("%s: the kernel speaks %s, want %s", fe, seen, dialect)
+	speaks := strings.TrimPrefix(nb.probe(ctx, t, "widgets.FrontendSeen()"), "ok ")
+	t.Logf("%s: the kernel speaks %s", fe, speaks)
+	if !seen.MatchString(speaks) {
+		t.Fatalf("%s: the kernel speaks %s, want it to match %s", fe, speaks, seen)
 	}
 	return nb
 }
