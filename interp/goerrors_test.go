@@ -101,6 +101,12 @@ func TestGoFeaturesRefused(t *testing.T) {
 		// min, max and clear in several statements of one cell (their hoisted temporaries
 		// had one name per statement).
 		{"a := min(3, 1, 2)\nb := max(2.5, 1)\nm := map[int]int{1: 1}\nclear(m)\nfmt.Println(a, b, len(m))", "", "1 2.5 0\n"},
+		// An alias that is not generic runs; min, max and clear in a function survive a
+		// rebuild (the type T changes below), and a type named T no longer breaks min and
+		// max in functions (the prelude's type parameter was T too).
+		{"type Ints = []int\nvar is Ints = []int{3, 1}\nlen(is)", "2", ""},
+		{"type T struct{ A int }\nfunc lo(xs []int) int {\n\tm := map[int]bool{1: true}\n\tclear(m)\n\treturn min(xs[0], xs[1]) + max(len(m), 10)\n}\nlo(is)", "11", ""},
+		{"type T struct{ A, B int }\nlo(is)", "11", ""},
 		// new of a value (Go 1.26): yaegi took 42 for a type and gave a pointer to 0.
 		{"p := new(42)\nq := new(a + 1)\ntype Pt struct{ X int }\nr := new(Pt{X: 3})\nfmt.Println(*p, *q, r.X)", "", "42 2 3\n"},
 		{"func ptr(s string) *string { return new(s + \"!\") }\n*ptr(\"hi\")", "hi!", ""},

@@ -35,7 +35,8 @@ func (e ExitError) Error() string {
 }
 
 // prelude is evaluated in every fresh interpreter: the runtime helpers and generic min/max
-// (yaegi has neither builtin).
+// (yaegi has neither builtin). Their type parameter has a name no cell uses: yaegi resolved
+// a parameter named T to a cell's own type T, and every min in a function then failed.
 const prelude = `import ` + rtPkgName + ` "` + rtPath + `"
 
 var ` + markVar + ` = ` + rtPkgName + `.Line
@@ -44,7 +45,7 @@ type _godistOrdered interface {
 	~int | ~int8 | ~int16 | ~int32 | ~int64 | ~uint | ~uint8 | ~uint16 | ~uint32 | ~uint64 | ~uintptr | ~float32 | ~float64 | ~string
 }
 
-func ` + minFunc + `[T _godistOrdered](x T, ys ...T) T {
+func ` + minFunc + `[_godistE _godistOrdered](x _godistE, ys ..._godistE) _godistE {
 	for _, y := range ys {
 		if y < x || y != y {
 			x = y
@@ -53,7 +54,7 @@ func ` + minFunc + `[T _godistOrdered](x T, ys ...T) T {
 	return x
 }
 
-func ` + maxFunc + `[T _godistOrdered](x T, ys ...T) T {
+func ` + maxFunc + `[_godistE _godistOrdered](x _godistE, ys ..._godistE) _godistE {
 	for _, y := range ys {
 		if y > x || y != y {
 			x = y
