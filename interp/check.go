@@ -143,7 +143,7 @@ func (s *Session) checkCell(chunks []*chunk, code string) (err error) {
 		return nil
 	}
 	msg := first.Msg // gc's checker is go/types' twin: its words
-	if hint := pythonHint(first, f, fset, info, code, cf.imports); hint != "" {
+	if hint := pythonHint(first, f, fset, info, code, cf.imports, pkg); hint != "" {
 		msg += "\n" + hint
 	}
 	return cellError(firstPos.Line, firstPos.Column, msg, code)
@@ -577,7 +577,7 @@ var stringFuncs = map[string]string{
 // pythonHint returns one line saying the Go form when the error is a Python habit:
 // calling a value, assigning to a method, len of a tensor, an undefined Python name, a
 // result count ignored.
-func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec) string {
+func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.Info, code string, imports []importSpec, pkg *types.Package) string {
 	msg := e.Msg
 	switch {
 	case strings.HasPrefix(msg, "undefined: "):
@@ -611,6 +611,12 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 		})
 		if asg != nil {
 			return fmt.Sprintf("Go defines a new variable with := (x := v, or var x T): %s := %s", joinExprs(asg.Lhs), joinExprs(asg.Rhs))
+		}
+		// A typo of a session's name: modle.Fit(...).
+		if !strings.Contains(name, ".") && pkg != nil {
+			if near := nearest(name, pkg.Scope().Names()); near != "" && !strings.HasPrefix(near, "_") {
+				return fmt.Sprintf("did you mean %s?", near)
+			}
 		}
 	case strings.Contains(msg, "cannot call ") && strings.HasSuffix(msg, " is not a function"):
 		var call *ast.CallExpr

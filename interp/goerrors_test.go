@@ -309,6 +309,7 @@ var ec EpochCounter`)
 		{"add(\"a\", 2)", 1, "cannot use \"a\" (untyped string constant) as int value in argument to add"},
 		{"var s string = 5", 1, "cannot use 5 (untyped int constant) as string value in variable declaration"},
 		{"undefinedThing + 1", 1, "undefined: undefinedThing"},
+		{"modle.Summary()", 1, "undefined: modle\ndid you mean model?"},
 		{"fmt.Printn(1)", 1, "undefined: fmt.Printn"},
 		{"xs.append(4)", 1, "xs.append undefined (type []int has no field or method append)\nGo appends with a builtin: xs = append(xs, v)"},
 		{"vals := t.numpy()", 1, "t.numpy undefined (type *tensor.Tensor has no field or method numpy)\na tensor's values are t.Data() (a []float32), a scalar's t.Item()"},
