@@ -73,38 +73,11 @@ func (s *Session) checkCell(chunks []*chunk, code string) (err error) {
 	if cf == nil {
 		return nil
 	}
-	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "check.go", cf.src, parser.SkipObjectResolution)
-	if err != nil {
+	ck := typeCheck(cf)
+	if ck == nil {
 		return nil // the cell parsed on its own: the generated file is at fault, not the cell
 	}
-	pkg := types.NewPackage("main", "main")
-	for _, n := range cf.invalid {
-		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, types.Typ[types.Invalid]))
-	}
-	for n, t := range cf.typed {
-		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, t))
-	}
-	var errs []types.Error
-	conf := types.Config{
-		Importer:    symImporter,
-		GoVersion:   "go1.26",
-		FakeImportC: true,
-		Error: func(err error) {
-			if te, ok := err.(types.Error); ok {
-				errs = append(errs, te)
-			}
-		},
-	}
-	info := &types.Info{
-		Types:      map[ast.Expr]types.TypeAndValue{},
-		Selections: map[*ast.SelectorExpr]*types.Selection{},
-		Uses:       map[*ast.Ident]types.Object{},
-	}
-	func() {
-		defer func() { _ = recover() }() // a checker crash gives no verdict
-		_ = types.NewChecker(&conf, fset, pkg, info).Files([]*ast.File{f})
-	}()
+	fset, f, pkg, info, errs := ck.fset, ck.f, ck.pkg, ck.info, ck.errs
 	var first *types.Error
 	var firstPos token.Position
 	for i := range errs {
@@ -133,6 +106,9 @@ func (s *Session) checkCell(chunks []*chunk, code string) (err error) {
 	s.checkPartial = partial
 	s.mu.Unlock()
 	if first == nil {
+		if err := s.breaksEarlier(chunks, code, ck); err != nil {
+			return err
+		}
 		plans := map[planKey][]string{}
 		if err := unsupported(f, fset, info, code, cf.imports, plans); err != nil {
 			return err
@@ -147,6 +123,115 @@ func (s *Session) checkCell(chunks []*chunk, code string) (err error) {
 		msg += "\n" + hint
 	}
 	return cellError(firstPos.Line, firstPos.Column, msg, code)
+}
+
+// checked is one run of go/types over a check file.
+type checked struct {
+	fset *token.FileSet
+	f    *ast.File
+	pkg  *types.Package
+	info *types.Info
+	errs []types.Error
+}
+
+// typeCheck runs go/types over a check file; nil when the file does not parse.
+func typeCheck(cf *checkFile) *checked {
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "check.go", cf.src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil
+	}
+	pkg := types.NewPackage("main", "main")
+	for _, n := range cf.invalid {
+		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, types.Typ[types.Invalid]))
+	}
+	for n, t := range cf.typed {
+		pkg.Scope().Insert(types.NewVar(token.NoPos, pkg, n, t))
+	}
+	ck := &checked{fset: fset, f: f, pkg: pkg, info: &types.Info{
+		Types:      map[ast.Expr]types.TypeAndValue{},
+		Selections: map[*ast.SelectorExpr]*types.Selection{},
+		Uses:       map[*ast.Ident]types.Object{},
+	}}
+	conf := types.Config{
+		Importer:    symImporter,
+		GoVersion:   "go1.26",
+		FakeImportC: true,
+		Error: func(err error) {
+			if te, ok := err.(types.Error); ok {
+				ck.errs = append(ck.errs, te)
+			}
+		},
+	}
+	func() {
+		defer func() { _ = recover() }() // a checker crash gives no verdict
+		_ = types.NewChecker(&conf, fset, pkg, ck.info).Files([]*ast.File{f})
+	}()
+	return ck
+}
+
+// earlierErrors returns the errors of a check in the declarations of earlier cells, by
+// declaration ("func use") and then position and message.
+func earlierErrors(ck *checked) map[string]string {
+	out := map[string]string{}
+	for _, e := range ck.errs {
+		p := ck.fset.Position(e.Pos)
+		if e.Soft || !strings.HasPrefix(p.Filename, "earlier ") || strings.Contains(e.Msg, "could not import") {
+			continue
+		}
+		key := fmt.Sprintf("%s:%d:%d: %s", p.Filename, p.Line, p.Column, e.Msg)
+		out[key] = e.Msg
+	}
+	return out
+}
+
+// breaksEarlier reports, in gc's words, a redefinition in the cell that breaks a
+// declaration of an earlier cell (a function using a field the new type lacks): the
+// rebuild would replay it and fail. Errors the earlier declarations had before the cell
+// are not the cell's.
+func (s *Session) breaksEarlier(chunks []*chunk, code string, ck *checked) error {
+	now := earlierErrors(ck)
+	if len(now) == 0 {
+		return nil
+	}
+	var redefining *chunk
+	s.mu.Lock()
+	for _, c := range chunks {
+		if c.Kind != chunkDecl || redefining != nil {
+			continue
+		}
+		for _, d := range s.decls {
+			for _, k := range d.keys() {
+				for _, k2 := range c.keys() {
+					if k == k2 {
+						redefining = c
+					}
+				}
+			}
+		}
+	}
+	s.mu.Unlock()
+	if redefining == nil {
+		return nil
+	}
+	before := map[string]string{}
+	if cf := s.checkSource([]*chunk{{Kind: chunkStmt, Text: "_ = 0", Line: 1, Col: 1}}); cf != nil {
+		if base := typeCheck(cf); base != nil {
+			before = earlierErrors(base)
+		}
+	}
+	keys := make([]string, 0, len(now))
+	for k := range now {
+		if _, had := before[k]; !had {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	sort.Strings(keys)
+	what := strings.TrimPrefix(keys[0][:strings.Index(keys[0], ":")], "earlier ")
+	return cellError(redefining.Line, redefining.Col, fmt.Sprintf("the new definitions break %s, declared in an earlier cell: %s (re-run that cell with a fix, or %%reset)", what, now[keys[0]]), code)
 }
 
 // cellError is a CompileError at a cell position, with the line and a caret.
@@ -288,7 +373,7 @@ func (s *Session) checkSource(chunks []*chunk) *checkFile {
 		if replaced {
 			continue
 		}
-		b.WriteString(lineDirective("earlier", 1, 1) + d.text + "\n")
+		b.WriteString(lineDirective("earlier "+d.kind+" "+strings.Join(d.names, ", "), 1, 1) + d.text + "\n")
 	}
 	named := s.notebookTypeNamesLocked()
 	names := make([]string, 0, len(globals))

@@ -430,3 +430,24 @@ func TestCheckFollowsTheSession(t *testing.T) {
 		t.Errorf("a notebook type's missing field: %q, want %q", ee.Value, want)
 	}
 }
+
+// TestRedefinitionBreaksEarlierCell: a type redefined without a field an earlier cell's
+// function uses is refused before the rebuild, in gc's words, naming that function; the
+// session keeps the old definitions.
+func TestRedefinitionBreaksEarlierCell(t *testing.T) {
+	s := newSession(t, Options{})
+	mustRun(t, s, "type P struct{ X int }")
+	mustRun(t, s, "func getX(p P) int {\n\treturn p.X\n}")
+	ee := wantError(t, s, "a := 1\ntype P struct{ Y int }")
+	want := "cell line 2: the new definitions break func getX, declared in an earlier cell: p.X undefined (type P has no field or method X) (re-run that cell with a fix, or %reset)"
+	if ee.Value != want {
+		t.Errorf("breaking redefinition: %q, want %q", ee.Value, want)
+	}
+	runCells(t, s, []cellCase{{"getX(P{X: 7})", "7", ""}})
+	// A redefinition that keeps the field rebuilds as before.
+	_, rec := mustRun(t, s, "type P struct {\n\tX int\n\tY int\n}")
+	if !strings.Contains(rec.text("stderr"), "rebuilt") {
+		t.Errorf("redefinition did not rebuild: stderr %q", rec.text("stderr"))
+	}
+	runCells(t, s, []cellCase{{"getX(P{X: 8, Y: 1})", "8", ""}})
+}
