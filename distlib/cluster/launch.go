@@ -468,17 +468,16 @@ type placement struct {
 //
 // GOMAXPROCS: the cores are shared out among the compute tasks (chief, workers), at least
 // one each, and each ps task, whose work is light, gets one. Goroutines of co-located tasks
-// otherwise compete for every core, and measured training throughput drops. Nothing is
+// otherwise compete for every core, and training throughput drops. Nothing is
 // set when the environment already names GOMAXPROCS.
 //
 // CPUs, when pin is true: in a job without ps tasks whose compute tasks are no more than
 // the CPUs, each compute task is bound to its own share of them (consecutive CPUs, in task
 // order), provided its GOMAXPROCS fits that share. Unbound, the kernel's scheduler moves
 // workers between cores whenever one waits for its peers at an all-reduce, and may wake
-// one onto the core its peer is running on: 2 MultiWorkerMirrored workers on 2 cores,
-// interleaved, trained 0.885 of the co-located bound and 0.845 unbound (medians of
-// 30 rounds, bench/RESULTS.md "2026-11-27 03:25-03:45Z"). A ps job is left unbound: its
-// ps tasks need cycles on the workers' cores.
+// one onto the core its peer is running on; bound, lockstep workers train faster
+// (bench/RESULTS.md, multiworker, "workers bound to their cores"). A ps job is left
+// unbound: its ps tasks need cycles on the workers' cores.
 func coLocated(env []string, jobs map[string]int, cpus []int, pin bool) map[Task]placement {
 	userProcs := 0 // GOMAXPROCS from the environment (the last one given wins, as in exec)
 	for _, kv := range env {

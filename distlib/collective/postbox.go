@@ -28,9 +28,9 @@ type Doorbell interface {
 // through shared memory once every rank has one: each rank writes its message into its own
 // box and rings (a step counter in the box, Doorbell.Ring), and reads each other rank's from
 // that rank's box once its counter shows the step (Doorbell.Await). A round of TCP messages
-// costs each worker tens of microseconds of system calls and a wake-up through the kernel;
-// this costs a copy of the message and, when the other rank is already waiting, nothing
-// more than the cache line it watches (bench/RESULTS.md, multiworker "2026-11-27 18:00").
+// costs each worker system calls and a wake-up through the kernel; this costs a copy of the
+// message and, when the other rank is already waiting, nothing more than the cache line it
+// watches (bench/RESULTS.md, multiworker, "the per-step round through postboxes").
 //
 // The ranks learn where the boxes lie from one round of messages (each rank's message
 // starts with its box's offset, or -1: no box, and the size of its slots), and use them from

@@ -71,8 +71,8 @@ const (
 // The first round also checks that the lengths agree. It reports false, having changed
 // nothing, when some rank's large buffer lies outside shared memory: every rank learns it
 // from that round and runs the ring. (Copying such a buffer into shared memory and back costs
-// more than the ring, which moves it a cache-sized chunk at a time: measured in
-// bench/RESULTS.md.)
+// more than the ring, which moves it a cache-sized chunk at a time: bench/RESULTS.md, cnn,
+// "shared memory between the workers of one host".)
 //
 // With keep, a large buffer is not reduced: once the first round has shown that every rank's
 // buffer lies in shared memory, it returns them all, by rank (this rank's is buf), and ends.
@@ -131,7 +131,7 @@ func allReduceShared(ctx context.Context, p *peer, sm SharedMemory, buf []float3
 // free) and the value the word holds, and, when every rank has one, a rank rings its word
 // with that value plus the round and waits until every other rank's word shows its own
 // value plus the round. A round of messages costs each rank a wake-up through the kernel
-// and tens of microseconds of system calls (bench/RESULTS.md, allreduce "2026-11-28 20:24Z").
+// and system calls (bench/RESULTS.md, allreduce, "rung on signal words").
 //
 // A rank holds its word from before its first message until it returns, so while any rank
 // is still in an all-reduce that uses the words (waiting on a word that a rank which failed

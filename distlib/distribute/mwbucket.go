@@ -113,9 +113,8 @@ var _ GradientTermsApplier = (*MultiWorkerMirroredStrategy)(nil)
 // workers, the gradients summed through a kept GradientBucketer (sumKept) rather than the
 // group's all-reduce: where the workers share memory, each worker copies its gradients into
 // its buckets there and reads the others' where they lie, and one round through the
-// postboxes orders it (the all-reduce behind ExtendedAllReduce took the TCP ring, about 1.5
-// ms a step for the peer CNN's 1.4 MB on this project's 2-core machine: bench/RESULTS.md,
-// multiworker "2026-11-28 20:30-20:40Z"). The sums, in rank order, go into new tensors;
+// postboxes orders it, where the all-reduce behind ExtendedAllReduce takes the TCP ring
+// (bench/RESULTS.md, multiworker, "the course's custom loop across workers"). The sums, in rank order, go into new tensors;
 // ExtendedApplyGradientTerms hands them over as terms instead. Gradients already reduced in
 // the replica function, several local replicas, or a call outside Run take the general path.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {

@@ -305,11 +305,10 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		st := m.shardStats(metrics, ys, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(stepValuesOf(m.vars[c])), st, globalBatch)
 		// With several replicas the optimizer reads every replica's gradients (terms) from
-		// the other cores too, so the lines of a kept buffer sit in another core's cache
-		// when the next step writes it: streaming stores, which take the lines without
-		// reading them first, made the dense kernel gradient of the peer CNN 1.7x faster
-		// there and 2 replicas 1.04-1.12x (bench/RESULTS.md, keras "2026-11-29 02:40-02:55Z").
-		// One replica's buffers are still in its own caches: ordinary stores.
+		// the other cores too, so a kept buffer's lines sit in another core's cache when the
+		// next step writes it: streaming stores take the lines without reading them first
+		// (bench/RESULTS.md, keras, "Mirrored's replicas write their kept gradients with
+		// streaming stores"). One replica's buffers are still in its own caches: ordinary stores.
 		into := tape.GradientInto
 		if local > 1 {
 			into = tape.GradientIntoStreaming
@@ -358,8 +357,8 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 
 // gradBuffers returns, for each replica, one buffer per trainable variable of its copy
 // (replicaVars[r]), for tape.GradientInto: the gradients of a step are all-reduced and
-// applied within the step, so the buffers are kept from step to step (1.4 MB less garbage
-// a step for the peer CNN's dense kernel, which its backward pass writes there directly).
+// applied within the step, so the buffers are kept from step to step: a dense kernel's
+// gradient, which the backward pass writes there directly, makes no garbage.
 // They are made again when the trainable variables change.
 func (m *Model) gradBuffers(replicaVars [][]*tensor.Variable) [][][]float32 {
 	m.mu.Lock()

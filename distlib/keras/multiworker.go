@@ -40,16 +40,13 @@ var gradientBucketBytes = 256 << 10
 
 // overlapBackward reports whether backwardInBuckets splits the backward pass into segments
 // so that the all-reduce of the last layers' gradients overlaps the backward pass of the
-// first ones. That takes a second P: with GOMAXPROCS=1 (one thread per worker) the bucket
-// goroutines and the transport's receivers only run once the backward pass blocks in Wait,
-// so nothing overlaps, while each segment boundary costs an extra multiply and sum over its
-// activations and their gradients, a persistent tape and more garbage (peer CNN, batch 64,
-// 2 workers x GOMAXPROCS=1: one pass trains 15% faster than segments). With one P the
-// backward pass is therefore one tape.Gradient call, and all buckets start when it ends.
-// A second P does not pay either when the cores are all busy with workers: 2 workers on 2
-// cores, each with one kernel thread (GODIST_KERNEL_THREADS=1) and GOMAXPROCS=2, trained
-// 20% slower with segments than with GOMAXPROCS=1 and one pass, and 5% slower with one
-// pass (bench/RESULTS.md "multiworker"): the overlap needs an idle core.
+// first ones. That takes a second P: with GOMAXPROCS=1 the bucket goroutines and the
+// transport's receivers only run once the backward pass blocks in Wait, so nothing
+// overlaps, while each segment boundary costs extra work (a multiply and sum over its
+// activations, a persistent tape, more garbage); with one P the backward pass is one
+// tape.Gradient call, and all buckets start when it ends. Even with a second P the overlap
+// pays only on an idle core, not when every core runs a worker (bench/RESULTS.md,
+// multiworker, "One compute thread with a second P").
 var overlapBackward = func() bool { return runtime.GOMAXPROCS(0) > 1 }
 
 // shardMode is what a worker takes from a global batch.
@@ -253,16 +250,14 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 	defer cancel()
 	// The gradients are computed into their places in the buckets (the dense layers write
 	// their kernel gradients there directly, the tape copies the others in): no fresh
-	// buffers (2.8 MB less garbage per step for the peer CNN, so fewer collections, which
-	// stall one worker and so both) and no copies into the buckets. Values elsewhere (the
-	// batch statistics) are copied in by Add. The tape writes the buckets with streaming
-	// stores (GradientIntoStreaming): they alternate between two buffers from step to step,
-	// so the one written lies in memory, and reading it into the caches first made the dense
-	// kernel gradient of the peer CNN 20-80% slower in a worker than in a one-worker process
-	// (bench/RESULTS.md, multiworker "2026-11-29 01:40-02:15Z"). When the workers share
-	// memory, the optimizer reads every worker's gradients where they lie and sums them as
-	// it reads (WaitTerms, optim.Spec.ApplyTerms): the summed gradient is never written, and
-	// the all-reduce is one round of messages (bench/RESULTS.md, "2026-11-26 23:22").
+	// buffers, so fewer collections (which stall one worker and so both), and no copies.
+	// Values elsewhere (the batch statistics) are copied in by Add. The buckets alternate
+	// between two buffers, so the one written lies in memory: the tape writes them with
+	// streaming stores (GradientIntoStreaming), which do not read the lines in first
+	// (bench/RESULTS.md, multiworker, "the buckets written with streaming stores"). When the
+	// workers share memory, the optimizer sums every worker's gradients where they lie as it
+	// reads them (WaitTerms, optim.Spec.ApplyTerms): the sum is never written, and the
+	// all-reduce is one round of messages.
 	fail := func(err error) (stats, bool, error) {
 		_, _ = b.WaitTerms(ctx) // drain the buckets already started; the step fails anyway
 		return stats{}, true, err

@@ -280,9 +280,9 @@ func (s *Spec) adamFactors(t int64) (alpha, b1, b2, eps float32) {
 // them (simd.AdamSum): one pass over the six arrays instead of a copy and a sum into a
 // buffer first. When the terms are two workers' gradients, one of them lies in the other
 // core's cache, and the loop's arithmetic overlaps with fetching it (bench/RESULTS.md,
-// multiworker "2026-11-27 14:30"). Blocks the vector loop declines (a subnormal term, the
-// tail) are summed here and updated by the Go loop, so every element is adam's on the
-// exact sum. With w2 non-nil the results also go into w2 and slots2, a second copy that
+// multiworker, "Adam reads both terms in one pass"). Blocks the vector loop declines (a
+// subnormal term, the tail) are summed here and updated by the Go loop, so every element
+// is adam's on the exact sum. With w2 non-nil the results also go into w2 and slots2, a second copy that
 // held the same values (ApplyTermsMirrored; simd.AdamSum2 writes both in its loop).
 func (s *Spec) adamSum(w, g0, g1 []float32, slots [][]float32, t int64, w2 []float32, slots2 [][]float32) {
 	n := len(w)
@@ -318,7 +318,7 @@ func (s *Spec) adamSum(w, g0, g1 []float32, slots [][]float32, t int64, w2 []flo
 // Like the vector loops, it computes with flush-to-zero and denormals-are-zero (as
 // TensorFlow's CPU kernels do): every subnormal operand and result counts as a zero of its
 // sign (flush), so that a moment decaying toward zero becomes zero instead of spending
-// thousands of steps in subnormal arithmetic, which the CPU runs 20x slower
+// thousands of steps in subnormal arithmetic, which the CPU runs far slower
 // (BenchmarkAdamSmallMoments). The two loops agree bit for bit, except, in principle, for a
 // result within an ulp of the smallest normal: the CPU judges tininess on the result rounded
 // to 24 bits with an unbounded exponent, flush on the result rounded to a subnormal.

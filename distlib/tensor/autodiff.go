@@ -152,10 +152,9 @@ func (tp *GradientTape) GradientInto(target *Tensor, into [][]float32, sources .
 // gradient there directly (Dense's kernel gradient, on a CPU with AVX-512) writes it with
 // streaming stores, which send the lines to memory without first reading their old
 // contents into this core's caches: a buffer last written a step or more ago lies in
-// memory or in another core's cache, and reading it in made that product 1.2-1.8 times as
-// long for the peer CNN (a 1.4 MB kernel gradient; bench/RESULTS.md, multiworker
-// "2026-11-29 01:40-02:15Z" and keras "2026-11-29 02:40-02:55Z"). The gradients are
-// GradientInto's to the bit. For buffers this core reads back at once (one training loop
+// memory or in another core's cache, and reading it in first would stall the product
+// (bench/RESULTS.md, multiworker, "the buckets written with streaming stores"). The
+// gradients are GradientInto's to the bit. For buffers this core reads back at once (one training loop
 // that keeps one set from step to step and applies it next) use GradientInto: there the
 // lines are still in its caches, and streaming stores would evict them.
 func (tp *GradientTape) GradientIntoStreaming(target *Tensor, into [][]float32, sources ...any) []*Tensor {

@@ -197,8 +197,8 @@ func sgemmBlocked(mk microKernel, transA, transB bool, m, n, k int, alpha float3
 	// with strides reads full strips in place: A always (row-major or transposed), B when
 	// row-major; only edge strips are packed (zero padded). A transposed B is gathered
 	// into packed strips: one strip at a time, right before its use, when A is a single
-	// block (the input gradient of a dense layer: the 1.4 MB packed panel of the peer CNN
-	// never leaves L1), else the whole panel once.
+	// block (the input gradient of a dense layer: each packed strip is used while still in
+	// L1), else the whole panel once.
 	mr, nr := mk.mr, mk.nr
 	nStrips := (n + nr - 1) / nr
 	direct := mk.inPlace != nil

@@ -5,9 +5,9 @@ package tensor
 // each layer of each replica its own, and the output of a training step's layer is dead
 // once the step is over (the tape that held it is gone, and the layers that read it keep
 // nothing). Ops that take a Reuse write their outputs in full into its storage, which is
-// not zeroed and not collected: a convolution layer's pooled output, 1.4 MB a step for the
-// peer CNN, is then neither allocated, nor cleared, nor collected, and is often still in
-// the cache (bench/RESULTS.md, keras). An op made of two (the convolution and the pool,
+// not zeroed and not collected: a convolution layer's pooled output is then neither
+// allocated, nor cleared, nor collected, and is often still in the cache (bench/RESULTS.md,
+// keras, "the pooled output's storage kept from step to step"). An op made of two (the convolution and the pool,
 // where they are not fused) keeps the inner output too. A nil *Reuse gives fresh storage
 // each call.
 //

@@ -20,8 +20,8 @@ var (
 // (spinBudget). Workers of one host in lockstep arrive at their all-reduce within a few
 // hundred microseconds of each other; a waiter that still watches sees the post at once and
 // keeps its core busy, where a sleeping one halts its vCPU and is woken through the kernel
-// and the hypervisor. Watching for up to awaitSpinMax trained 2 workers on 2 cores about 5%
-// faster than sleeping after awaitSpin (bench/RESULTS.md, multiworker "2026-11-28 19:10-19:20Z");
+// and the hypervisor, so 2 workers on 2 cores train faster watching for up to awaitSpinMax
+// (bench/RESULTS.md, multiworker, "the waiter watches its word as long as the waits last");
 // but where workers outnumber cores the one a waiter spins for may need its core, so the
 // budget follows the waits (spinBudget).
 var (

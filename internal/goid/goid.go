@@ -1,10 +1,10 @@
 // Package goid returns the calling goroutine's id, as runtime.Stack's header
-// "goroutine 123 [running]:" names it, in a nanosecond.
+// "goroutine 123 [running]:" names it, without runtime.Stack's cost.
 //
-// runtime.Stack is the only exported way to learn it, and it costs microseconds: it unwinds
-// the goroutine's stack under the runtime's global print lock. Device scopes look the id up
-// on every op (distlib/device), so in-process replicas that ran ops side by side took that
-// lock in turns (MirroredStrategy over 2 logical CPUs: 4-6% of the CPU in runtime.Stack).
+// runtime.Stack is the only exported way to learn it, and it is slow: it unwinds the
+// goroutine's stack under the runtime's global print lock. Device scopes look the id up on
+// every op (distlib/device), so in-process replicas that ran ops side by side took that
+// lock in turns (bench/RESULTS.md, keras, "device scopes find their goroutine").
 // Get instead reads the id from the runtime's goroutine structure, which the assembly getg
 // finds as the runtime does. The id's offset in that structure depends on the Go release,
 // so it is not written here: at start-up it is found by reading several goroutines'
