@@ -13,8 +13,8 @@ import (
 // can follow, so each load costs the latency of wherever the line lies. While the buffer
 // fits the caches a core gets, that is a few ns; once it does not, it is the memory's
 // ~100 ns or more. On a VM the last-level cache is shared with other tenants' cores, so the
-// size it holds for us is a measured figure here, not the CPU's datasheet: on the AMD EPYC
-// VM of bench/RESULTS.md 3 to 6 MiB, from hour to hour.
+// size it holds for us is measured here, not taken from the CPU's datasheet, and it moves
+// with the other tenants' load (bench/RESULTS.md, the summaries' "cache a core keeps").
 
 const lineWords = 8 // int64s in a 64-byte line
 

@@ -114,8 +114,9 @@ var _ GradientTermsApplier = (*MultiWorkerMirroredStrategy)(nil)
 // group's all-reduce: where the workers share memory, each worker copies its gradients into
 // its buckets there and reads the others' where they lie, and one round through the
 // postboxes orders it, where the all-reduce behind ExtendedAllReduce takes the TCP ring
-// (bench/RESULTS.md, multiworker, "the course's custom loop across workers"). The sums, in rank order, go into new tensors;
-// ExtendedApplyGradientTerms hands them over as terms instead. Gradients already reduced in
+// (bench/RESULTS.md, multiworker, "the course's custom loop across workers"). The sums, in
+// rank order, go into new tensors; ExtendedApplyGradientTerms hands them over as terms
+// instead. Gradients already reduced in
 // the replica function, several local replicas, or a call outside Run take the general path.
 func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	g := s.bucketsRun(replicaDevice, grads)

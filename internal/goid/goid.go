@@ -10,7 +10,7 @@
 // so it is not written here: at start-up it is found by reading several goroutines'
 // structures against their ids from runtime.Stack, and used only when exactly one offset
 // matches them all. Otherwise (another layout, an architecture without getg) Get parses
-// runtime.Stack, as before.
+// runtime.Stack.
 package goid
 
 import (
