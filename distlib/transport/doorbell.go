@@ -17,13 +17,12 @@ var (
 )
 
 // awaitSpin and awaitSpinMax bound how long Await watches a word before it sleeps on it
-// (spinBudget). Workers of one host in lockstep arrive at their all-reduce within a few
-// hundred microseconds of each other; a waiter that still watches sees the post at once and
-// keeps its core busy, where a sleeping one halts its vCPU and is woken through the kernel
-// and the hypervisor, so 2 workers on 2 cores train faster watching for up to awaitSpinMax
-// (bench/RESULTS.md, multiworker, "the waiter watches its word as long as the waits last");
-// but where workers outnumber cores the one a waiter spins for may need its core, so the
-// budget follows the waits (spinBudget).
+// (spinBudget). Workers of one host in lockstep arrive at their all-reduce close together:
+// a waiter that still watches sees the post at once, where a sleeping one halts its vCPU
+// and is woken through the kernel and the hypervisor, so watching up to awaitSpinMax trains
+// faster (bench/RESULTS.md, multiworker, "the waiter watches its word as long as the waits
+// last"). Where workers outnumber cores the one a waiter spins for may need its core, so
+// the budget follows the waits.
 var (
 	awaitSpin    = 50 * time.Microsecond
 	awaitSpinMax = 3 * time.Millisecond
