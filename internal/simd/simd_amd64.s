@@ -449,8 +449,8 @@ gacc:
 // 16 elements at a time (n a multiple of 16). It runs with MXCSR's flush-to-zero and
 // denormals-are-zero bits set, as TensorFlow's CPU kernels do, and restores MXCSR before it
 // returns: moments decaying toward zero (a weight whose gradient is always zero) would
-// otherwise be subnormal for thousands of steps, each operation on them a microcode assist
-// (20x slower).
+// otherwise be subnormal for thousands of steps, each operation on them a slow microcode
+// assist (BenchmarkAdamSmallMoments).
 TEXT ·adamAVX512(SB), NOSPLIT, $8-56
 	FTZ_ON
 	ADAM_LOAD($4, Z28, Z29, Z30, Z31)
