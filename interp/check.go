@@ -593,7 +593,8 @@ func nearest(name string, names []string) string {
 		if n == name || !token.IsExported(n) && token.IsExported(name) {
 			continue
 		}
-		d := editDistance(strings.ToLower(name), strings.ToLower(n))
+		// Python's snake_case names the same member: num_replicas_in_sync, NumReplicasInSync.
+		d := editDistance(strings.ToLower(strings.ReplaceAll(name, "_", "")), strings.ToLower(n))
 		if d < bestDist || d == bestDist && best != "" && n < best {
 			best, bestDist = n, d
 		}
@@ -666,11 +667,15 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 	msg := e.Msg
 	switch {
 	case strings.HasPrefix(msg, "undefined: "):
-		name := strings.TrimPrefix(msg, "undefined: ")
+		name, _, _ := strings.Cut(strings.TrimPrefix(msg, "undefined: "), " (but have ")
 		if h := pythonHints[name]; h != "" {
 			return h
 		}
 		if pkg, member, ok := strings.Cut(name, "."); ok {
+			// Python's submodules (keras.callbacks.X, keras.optimizers.X) are flat in Go.
+			if h := submoduleHint(f, e.Pos, pkg, member, imports); h != "" {
+				return h
+			}
 			// A typo of a package member: keras.SparseCategoricalCrossetropy.
 			for _, im := range imports {
 				if im.localName() == pkg {
@@ -846,6 +851,37 @@ func pythonHint(e *types.Error, f *ast.File, fset *token.FileSet, info *types.In
 		}
 	case strings.Contains(msg, "(no value) used as value"):
 		return "this call returns nothing: call it as a statement of its own"
+	}
+	return ""
+}
+
+// submoduleHint gives the Go form of pkg.member.Name, a Python submodule path such as
+// keras.callbacks.ReduceLROnPlateau: pkg.Name where the package has Name, layers.Name for
+// keras.layers; "" otherwise.
+func submoduleHint(f *ast.File, pos token.Pos, pkg, member string, imports []importSpec) string {
+	var outer *ast.SelectorExpr
+	ast.Inspect(f, func(n ast.Node) bool {
+		if se, ok := n.(*ast.SelectorExpr); ok {
+			if in, ok := se.X.(*ast.SelectorExpr); ok && in.Sel.Name == member && (in.Sel.Pos() == pos || in.Pos() == pos) {
+				outer = se
+			}
+		}
+		return outer == nil
+	})
+	if outer == nil {
+		return ""
+	}
+	name := outer.Sel.Name
+	for _, im := range imports {
+		if im.localName() != pkg {
+			continue
+		}
+		if p, err := symImporter.Import(im.Path); err == nil && p.Scope().Lookup(name) != nil {
+			return fmt.Sprintf("Go's %s has no %s: write %s.%s", pkg, member, pkg, name)
+		}
+		if member == "layers" {
+			return fmt.Sprintf("Keras' layers are package layers in Go: write layers.%s, with import \"godist/distlib/keras/layers\"", name)
+		}
 	}
 	return ""
 }
