@@ -151,9 +151,8 @@ func (m *Model) psRead(st *psModel) []*tensor.Tensor {
 //
 // The default (false) makes every step read the variables right after its worker's
 // previous push (one ps round trip per step, fused with the push). It is the default
-// because the staleness costs accuracy early in training: on the 1-epoch MNIST dense
-// model of this package's tests, 2 workers reached 0.86 to 0.91 test accuracy pipelined
-// against 0.91 synchronous (one process: 0.91). Custom training loops choose per call:
+// because the staleness costs accuracy early in training (bench/RESULTS.md, ps, "pipelined
+// steps"). Custom training loops choose per call:
 // WorkerContext.ApplyGradientsAndRead or ApplyGradientsAndReadAsync.
 func PSPipeline(on bool) Option {
 	return runOption(func(c *runConfig) error {
