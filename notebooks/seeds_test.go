@@ -436,6 +436,27 @@ func seedNotebook(path string, cases []seedCase) error {
 
 // shown returns what a cell showed apart from stderr: stdout, results and displays as
 // text, each on its own lines, and errors as "ename: evalue", in the order they came.
+// check asserts what the executed cell c of case sc showed: failed or not, its outputs
+// matching want, its stderr matching stderr when set. It returns what the cell showed.
+func (sc seedCase) check(t *testing.T, c cell) string {
+	t.Helper()
+	got := shown(c)
+	failed := false
+	for _, o := range c.Outputs {
+		failed = failed || o.Type == "error"
+	}
+	if failed != sc.fails {
+		t.Errorf("cell failed: %v, want %v; it showed:\n%s\nstderr:\n%s", failed, sc.fails, got, c.Stream("stderr"))
+	}
+	if !regexp.MustCompile(sc.want).MatchString(got) {
+		t.Errorf("the Go of %q showed\n%s\nwhich does not match %q\nsource:\n%s\nstderr:\n%s", sc.tf, got, sc.want, sc.code, c.Stream("stderr"))
+	}
+	if sc.stderr != "" && !regexp.MustCompile(sc.stderr).MatchString(c.Stream("stderr")) {
+		t.Errorf("stderr %q does not match %q", c.Stream("stderr"), sc.stderr)
+	}
+	return got
+}
+
 func shown(c cell) string {
 	var b strings.Builder
 	for _, o := range c.Outputs {
@@ -485,22 +506,7 @@ func TestSeedSnippets(t *testing.T) {
 	}
 	for i, sc := range seedCases {
 		c := nb.Cells[i+1]
-		t.Run(sc.name, func(t *testing.T) {
-			got := shown(c)
-			failed := false
-			for _, o := range c.Outputs {
-				failed = failed || o.Type == "error"
-			}
-			if failed != sc.fails {
-				t.Errorf("cell failed: %v, want %v; it showed:\n%s\nstderr:\n%s", failed, sc.fails, got, c.Stream("stderr"))
-			}
-			if !regexp.MustCompile(sc.want).MatchString(got) {
-				t.Errorf("the Go of %q showed\n%s\nwhich does not match %q\nsource:\n%s\nstderr:\n%s", sc.tf, got, sc.want, sc.code, c.Stream("stderr"))
-			}
-			if sc.stderr != "" && !regexp.MustCompile(sc.stderr).MatchString(c.Stream("stderr")) {
-				t.Errorf("stderr %q does not match %q", c.Stream("stderr"), sc.stderr)
-			}
-		})
+		t.Run(sc.name, func(t *testing.T) { sc.check(t, c) })
 	}
 }
 

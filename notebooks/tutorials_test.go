@@ -339,17 +339,7 @@ func TestTFTutorials(t *testing.T) {
 	for i, tc := range tutorialCases {
 		c := nb.Cells[i+1]
 		t.Run(tc.name, func(t *testing.T) {
-			got := shown(c)
-			failed := false
-			for _, o := range c.Outputs {
-				failed = failed || o.Type == "error"
-			}
-			if failed != tc.fails {
-				t.Errorf("cell failed: %v, want %v; it showed:\n%s\nstderr:\n%s", failed, tc.fails, got, c.Stream("stderr"))
-			}
-			if !regexp.MustCompile(tc.want).MatchString(got) {
-				t.Errorf("the Go of %q showed\n%s\nwhich does not match %q\nstderr:\n%s", tc.tf, got, tc.want, c.Stream("stderr"))
-			}
+			got := tc.check(t, c)
 			if tc.name != "ps/custom-loop" {
 				return
 			}
