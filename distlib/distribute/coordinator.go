@@ -13,10 +13,10 @@ import (
 	"godist/distlib/cell"
 	"godist/distlib/cluster"
 	"godist/distlib/data"
+	"godist/distlib/progress"
 	"godist/distlib/psched"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
-	"godist/distlib/widgets"
 )
 
 // ErrClosureCancelled is wrapped by the error of a scheduled function that did not run
@@ -61,8 +61,8 @@ type ClusterCoordinator struct {
 	retries   atomic.Int64
 	bytesSent atomic.Int64
 
-	panel     *widgets.Panel // the live cluster panel (nil without the widget front end)
-	showPanel bool           // a panel at all (not for a library loop's own coordinator)
+	panel     progress.JobPanel // the live cluster panel (nil without the widget front end)
+	showPanel bool              // a panel at all (not for a library loop's own coordinator)
 }
 
 type closure struct {

@@ -5,16 +5,16 @@ import (
 	"time"
 
 	"godist/distlib/display"
+	"godist/distlib/progress"
 	"godist/distlib/psched"
-	"godist/distlib/widgets"
 )
 
-// The ClusterCoordinator's cluster panel: in a notebook with the widget front end,
-// NewClusterCoordinator shows a widgets.Panel in its cell, refreshed every
-// coordinatorPanelEvery until Close: a row per worker task (its address, running while
-// it is up, down while it is lost) and the counters of closures scheduled, done, failed,
-// retried, queued and running and of the workers up. In a notebook without widgets,
-// Close prints the same panel as text.
+// The ClusterCoordinator's cluster panel, drawn by the UI installed in package progress
+// (widgets): in a notebook with the widget front end, NewClusterCoordinator shows it in
+// its cell, refreshed every coordinatorPanelEvery until Close: a row per worker task (its
+// address, running while it is up, down while it is lost) and the counters of closures
+// scheduled, done, failed, retried, queued and running and of the workers up. In a
+// notebook without widgets, Close prints the same panel as text.
 
 const coordinatorPanelEvery = 250 * time.Millisecond
 
@@ -29,10 +29,10 @@ func (c *ClusterCoordinator) Stats() psched.Stats {
 // startPanel shows the live panel where the widget front end is ready and keeps it
 // fresh until the coordinator's context ends (Close).
 func (c *ClusterCoordinator) startPanel() {
-	if !widgets.Ready() {
+	if !progress.Ready() {
 		return
 	}
-	c.panel = widgets.NewPanel("ClusterCoordinator", nil)
+	c.panel = progress.NewJobPanel("ClusterCoordinator", nil)
 	c.refreshPanel(c.panel)
 	c.wg.Add(1)
 	go func() {
@@ -51,19 +51,19 @@ func (c *ClusterCoordinator) startPanel() {
 }
 
 // refreshPanel shows the coordinator's state now on p.
-func (c *ClusterCoordinator) refreshPanel(p *widgets.Panel) {
+func (c *ClusterCoordinator) refreshPanel(p progress.JobPanel) {
 	st := c.Stats()
 	up := 0
 	for i, u := range st.Up {
-		state := widgets.StateDown
+		state := progress.StateDown
 		if u {
-			state, up = widgets.StateRunning, up+1
+			state, up = progress.StateRunning, up+1
 		}
 		addr := ""
 		if i < len(c.s.workerAddrs) {
 			addr = c.s.workerAddrs[i]
 		}
-		p.Update(widgets.PanelEvent{Task: fmt.Sprintf("worker %d", i), Addr: addr, State: state})
+		p.Update(progress.TaskEvent{Task: fmt.Sprintf("worker %d", i), Addr: addr, State: state})
 	}
 	p.SetCounters([][2]string{
 		{"closures scheduled", fmt.Sprint(st.Scheduled)}, {"done", fmt.Sprint(st.Done)},
@@ -84,7 +84,7 @@ func (c *ClusterCoordinator) finishPanel() {
 		if !display.InNotebook() {
 			return
 		}
-		p = widgets.NewPanel("ClusterCoordinator", nil)
+		p = progress.NewJobPanel("ClusterCoordinator", nil)
 	}
 	c.refreshPanel(p)
 	if text := p.Finish("closed"); text != "" {

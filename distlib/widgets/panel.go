@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"godist/distlib/progress"
 )
 
 // The cluster panel: one table of a job's tasks (chief/worker/ps, host:port, state, epoch,
@@ -24,40 +26,24 @@ import (
 // class="godist-cluster-counters">; a failed task's last lines are in a <pre
 // class="godist-task-failure">.
 
-// TaskState is a task's state in the cluster panel.
-type TaskState string
+// TaskState is a task's state in the cluster panel; the core publishes it (package
+// progress), the panel draws it.
+type TaskState = progress.TaskState
 
-// The task states. A task starts in StateStarting, is StateRunning from its first output
-// (or a running event), and ends in one of the last three, which are final.
+// The task states, as package progress defines them.
 const (
-	StateStarting TaskState = "starting"
-	StateRunning  TaskState = "running"
-	StateExited   TaskState = "exited"
-	StateFailed   TaskState = "failed"
-	StateStopped  TaskState = "stopped"
-	// StateDown is a coordinator's worker that is lost for now (it may come back up:
-	// running again); not final.
-	StateDown TaskState = "down"
+	StateStarting = progress.StateStarting
+	StateRunning  = progress.StateRunning
+	StateExited   = progress.StateExited
+	StateFailed   = progress.StateFailed
+	StateStopped  = progress.StateStopped
+	StateDown     = progress.StateDown
 )
 
-// Final reports whether s is an end state (exited, failed, stopped).
-func (s TaskState) Final() bool { return s == StateExited || s == StateFailed || s == StateStopped }
-
-// PanelEvent is what a source tells the panel about one task. Zero fields mean "no news":
-// State "" keeps the state, Epoch 0 the epoch, Line "" the last line, At 0 the throughput.
-type PanelEvent struct {
-	Task          string    // "worker 0", "ps 1", "chief 0"
-	Addr          string    // host:port
-	State         TaskState // the new state
-	Epoch, Epochs int       // 1-based epoch of Epochs
-	Step, Steps   int       // step (1-based) of Steps in the epoch; Steps 0: unknown
-	// Samples is the number of examples trained since the task's Fit began (the whole
-	// job's in a multi-worker job) at At, the time since then on the task's clock; the
-	// row's samples/s is their change over the last panelWindow of such reports.
-	Samples float64
-	At      time.Duration
-	Line    string // an output line of the task
-}
+// PanelEvent is what a source tells the panel about one task (progress.TaskEvent). Zero
+// fields mean "no news"; the row's samples/s is the change of Samples over the last
+// panelWindow of reports.
+type PanelEvent = progress.TaskEvent
 
 // PanelRow is one task's row: what the events about it add up to.
 type PanelRow struct {
@@ -284,17 +270,12 @@ func (s PanelSnapshot) Text() string {
 	return b.String()
 }
 
-// PanelEnv names the environment variable that makes Keras' Fit in a process with plain
-// output (a task started by %%distributed or cluster.Launch from a cell) also print its
-// progress as PanelLinePrefix lines for the cluster panel; the launcher sets it for the
-// tasks and Panel.Line takes those lines out of the output, so the cell never shows them.
-const PanelEnv = "GODIST_PANEL"
-
-// PanelLinePrefix starts a progress line for the cluster panel, followed by JSON:
-// {"epoch":1,"epochs":3,"step":10,"steps":125,"samples":1280,"time":1.575} (epoch and step
-// 1-based, steps 0 when unknown; samples trained and seconds passed since the task's Fit
-// began, the whole job's samples in a multi-worker job).
-const PanelLinePrefix = "godist-panel: "
+// PanelEnv and PanelLinePrefix are the cluster panel's side channel on a task's output
+// (package progress documents it).
+const (
+	PanelEnv        = progress.PanelEnv
+	PanelLinePrefix = progress.PanelLinePrefix
+)
 
 // Line feeds the panel one line of a job's output, "[worker 0] text" as the launcher
 // prefixes it: a PanelLinePrefix progress line updates the task's epoch, step and
