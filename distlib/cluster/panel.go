@@ -9,22 +9,22 @@ import (
 	"strings"
 
 	"godist/distlib/display"
-	"godist/distlib/widgets"
+	"godist/distlib/progress"
 )
 
 // ErrStopped is the cause of a job stopped with the cluster panel's Stop button.
 var ErrStopped = errors.New("cluster: the job was stopped with the panel's Stop button")
 
 // PanelEvent returns what the cluster panel shows of e.
-func (e TaskEvent) PanelEvent() widgets.PanelEvent {
-	pe := widgets.PanelEvent{Task: e.Task.String(), Addr: e.Addr}
+func (e TaskEvent) PanelEvent() progress.TaskEvent {
+	pe := progress.TaskEvent{Task: e.Task.String(), Addr: e.Addr}
 	switch e.State {
 	case "exited":
-		pe.State = widgets.StateExited
+		pe.State = progress.StateExited
 	case "failed":
-		pe.State = widgets.StateFailed
+		pe.State = progress.StateFailed
 	case "stopped":
-		pe.State = widgets.StateStopped
+		pe.State = progress.StateStopped
 	}
 	return pe
 }
@@ -45,7 +45,7 @@ func PanelStatus(ctx context.Context, err error) string {
 // lines are not passed on. Launch's syncWriter writes whole lines.
 type panelWriter struct {
 	w io.Writer
-	p *widgets.Panel
+	p progress.JobPanel
 }
 
 func (pw panelWriter) Write(b []byte) (int, error) {
@@ -63,9 +63,9 @@ func (pw panelWriter) Write(b []byte) (int, error) {
 	return len(b), nil
 }
 
-// launchWithPanel runs Launch with the cluster panel in the notebook cell: live with a
-// Stop button where the widget front end is ready, else printed to spec.Output as a table
-// at the end.
+// launchWithPanel runs Launch with the cluster panel in the notebook cell, through the UI
+// package progress has installed: live with a Stop button where the widget front end is
+// ready, else printed to spec.Output as a table at the end.
 func launchWithPanel(ctx context.Context, spec LaunchSpec) error {
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
@@ -76,11 +76,11 @@ func launchWithPanel(ctx context.Context, spec LaunchSpec) error {
 	if spec.Chief {
 		title += ", a chief"
 	}
-	panel := widgets.NewPanel(title, func() { stop(ErrStopped) })
+	panel := progress.NewJobPanel(title, func() { stop(ErrStopped) })
 	out := spec.Output
 	spec.Output = panelWriter{w: out, p: panel}
 	spec.Events = func(ev TaskEvent) { panel.Update(ev.PanelEvent()) }
-	spec.Env = append(append([]string(nil), spec.Env...), widgets.PanelEnv+"=1")
+	spec.Env = append(append([]string(nil), spec.Env...), progress.PanelEnv+"=1")
 	err := Launch(ctx, spec)
 	if table := panel.Finish(PanelStatus(ctx, err)); table != "" {
 		fmt.Fprint(out, "\n"+table)
