@@ -10,7 +10,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"godist/distlib/cell"
 	"godist/distlib/data"
 	"godist/distlib/device"
 	"godist/distlib/tensor"
@@ -152,16 +151,11 @@ func trimStack(st []byte) string {
 	return strings.Join(lines, "\n")
 }
 
-// Run calls fn once per local replica in parallel, in the strategy's scope and each
-// replica's device scope, and returns the per-replica results. A replica that panics makes
-// Run panic with a *ReplicaError naming it. It is RunContext with the running notebook
-// cell's context.
-func (b *base) Run(fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
-	return b.RunContext(cell.Context(), fn, inputs)
-}
-
-// RunContext is Run under ctx: once ctx is done the replicas' collective calls fail, and
-// RunContext panics with ctx's error when it is done before the replicas start.
+// RunContext calls fn once per local replica in parallel, in the strategy's scope and each
+// replica's device scope, and returns the per-replica results (Run is RunContext under the
+// cell's context). A replica that panics makes RunContext panic with a *ReplicaError naming
+// it. Once ctx is done the replicas' collective calls fail, and RunContext panics with
+// ctx's error when it is done before the replicas start.
 func (b *base) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
 	if fn == nil {
 		panic(fmt.Errorf("%w: Run with a nil function", ErrReplicaFailed))
@@ -259,7 +253,9 @@ func (b *base) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tens
 // ExperimentalLocalResults returns v's values, one per local replica.
 func (b *base) ExperimentalLocalResults(v *PerReplica) []*tensor.Tensor { return v.Values() }
 
-// Reduce combines the per-replica values with op, across local replicas and workers.
+// ReduceContext combines the per-replica values with op, across local replicas and
+// workers; ctx bounds the all-reduce across workers (Reduce is ReduceContext under the
+// cell's context). It panics with an error naming the problem.
 //
 // A non-distributed value v (a *tensor.Tensor, float64, float32 or int) is reduced as
 // TensorFlow's strategy.reduce does (reduce_non_distributed_value): with axis -1, a
@@ -269,13 +265,16 @@ func (b *base) ExperimentalLocalResults(v *PerReplica) []*tensor.Tensor { return
 // ValueError; across several MultiWorkerMirrored workers each worker's v is one term of
 // the sum (MEAN divides by the workers). With axis k >= 0 every replica holds v, so SUM
 // gives the replicas' count times v summed along k and MEAN its mean along k.
-func (b *base) Reduce(op ReduceOp, v any, axis int) *tensor.Tensor {
+func (b *base) ReduceContext(ctx context.Context, op ReduceOp, v any, axis int) *tensor.Tensor {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	var out *tensor.Tensor
 	var err error
 	if pr, ok := v.(*PerReplica); ok {
-		out, err = b.reduce(op, pr, axis)
+		out, err = b.reduce(ctx, op, pr, axis)
 	} else {
-		out, err = b.reducePlain(op, v, axis)
+		out, err = b.reducePlain(ctx, op, v, axis)
 	}
 	if err != nil {
 		panic(err)
@@ -317,7 +316,7 @@ func plainTensor(v any) (t *tensor.Tensor, isZero bool, err error) {
 }
 
 // reducePlain reduces a non-distributed value (see Reduce).
-func (b *base) reducePlain(op ReduceOp, v any, axis int) (*tensor.Tensor, error) {
+func (b *base) reducePlain(ctx context.Context, op ReduceOp, v any, axis int) (*tensor.Tensor, error) {
 	c, err := op.canonical()
 	if err != nil {
 		return nil, err
@@ -333,7 +332,7 @@ func (b *base) reducePlain(op ReduceOp, v any, axis int) (*tensor.Tensor, error)
 		for i := range copies {
 			copies[i] = t
 		}
-		return b.reduce(c, NewPerReplica(copies...), axis)
+		return b.reduce(ctx, c, NewPerReplica(copies...), axis)
 	}
 	if axis < -1 {
 		return nil, fmt.Errorf("distribute: Reduce axis %d: use -1 (none) or a dimension index", axis)
@@ -341,7 +340,7 @@ func (b *base) reducePlain(op ReduceOp, v any, axis int) (*tensor.Tensor, error)
 	if b.remote != nil {
 		// Several workers: each worker's value is one term, as TF's collective reduce of
 		// a tensor on one device per worker.
-		out, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{t})
+		out, err := b.remote.allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{t})
 		if err != nil {
 			return nil, err
 		}
@@ -361,7 +360,7 @@ func (b *base) reducePlain(op ReduceOp, v any, axis int) (*tensor.Tensor, error)
 		"strategy.Run returns, or use \"MEAN\"", ErrNonDistributedReduce, c, v, b.name, len(b.devices))
 }
 
-func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, error) {
+func (b *base) reduce(ctx context.Context, op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, error) {
 	if err := op.check(); err != nil {
 		return nil, err
 	}
@@ -393,7 +392,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		}
 		count = total
 		if b.remote != nil {
-			cnt, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{tensor.Scalar(float32(total))})
+			cnt, err := b.remote.allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{tensor.Scalar(float32(total))})
 			if err != nil {
 				return nil, err
 			}
@@ -405,7 +404,7 @@ func (b *base) reduce(op ReduceOp, v *PerReplica, axis int) (*tensor.Tensor, err
 		return nil, fmt.Errorf("reduce: %w", err)
 	}
 	if b.remote != nil {
-		out, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{sum})
+		out, err := b.remote.allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{sum})
 		if err != nil {
 			return nil, err
 		}

@@ -1,26 +1,30 @@
 package distribute
 
 import (
+	"context"
 	"fmt"
 
-	"godist/distlib/cell"
 	"godist/distlib/tensor"
 )
 
-// Gather concatenates v's values along axis, the local replicas' in replica order and,
-// under several workers, the workers' in worker order, like strategy.gather(value, axis):
-// every worker gets the whole result. The values must agree on every other dimension. v is
-// a *PerReplica (what Run returns), or a *tensor.Tensor where one replica is in sync (the
-// default strategy, OneDeviceStrategy, a ps worker), which TF accepts there too.
-func (b *base) Gather(v any, axis int) *tensor.Tensor {
-	out, err := b.gather(v, axis)
+// GatherContext concatenates v's values along axis, the local replicas' in replica order
+// and, under several workers, the workers' in worker order, like strategy.gather(value,
+// axis): every worker gets the whole result; ctx bounds the exchange across workers (Gather
+// is GatherContext under the cell's context). The values must agree on every other
+// dimension. v is a *PerReplica (what Run returns), or a *tensor.Tensor where one replica is
+// in sync (the default strategy, OneDeviceStrategy, a ps worker), which TF accepts there too.
+func (b *base) GatherContext(ctx context.Context, v any, axis int) *tensor.Tensor {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	out, err := b.gather(ctx, v, axis)
 	if err != nil {
 		panic(err)
 	}
 	return out
 }
 
-func (b *base) gather(v any, axis int) (*tensor.Tensor, error) {
+func (b *base) gather(ctx context.Context, v any, axis int) (*tensor.Tensor, error) {
 	var vals []*tensor.Tensor
 	switch x := v.(type) {
 	case *PerReplica:
@@ -60,7 +64,7 @@ func (b *base) gather(v any, axis int) (*tensor.Tensor, error) {
 	for i, d := range shape {
 		sizes[b.workers+i] = float32(d)
 	}
-	all, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{tensor.MustNew([]int{len(sizes)}, sizes)})
+	all, err := b.remote.allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{tensor.MustNew([]int{len(sizes)}, sizes)})
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +96,7 @@ func (b *base) gather(v any, axis int) (*tensor.Tensor, error) {
 	for o := 0; o < outer; o++ {
 		copy(buf[o*total*inner+offset*inner:], src[o*n:(o+1)*n])
 	}
-	summed, err := b.remote.allReduceWorkers(cell.Context(), ReduceSum, []*tensor.Tensor{tensor.MustNew(whole, buf)})
+	summed, err := b.remote.allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{tensor.MustNew(whole, buf)})
 	if err != nil {
 		return nil, err
 	}

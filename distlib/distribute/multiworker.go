@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"godist/distlib/cell"
 	"godist/distlib/cluster"
 	"godist/distlib/collective"
 	"godist/distlib/tensor"
@@ -126,12 +125,12 @@ type MultiWorkerMirroredStrategy struct {
 	peers    []peerTask       // the task of every rank (worker i of n without a cluster)
 	resolver cluster.Resolver // where the cluster came from (nil over WithTransport)
 
-	mu     sync.Mutex // serializes cross-worker collectives; all workers issue them in the same order
-	seq    uint64
-	joined bool // every worker answered once (join)
+	turn chan struct{} // held by the collective in flight: all workers issue them in the same order
+	seq  uint64        // the tag of the last collective or bucketer (under turn)
+	jn   joinState     // every worker answered once (join)
 
-	keptMu sync.Mutex     // sumKept's bucketers
-	kept   []keptBucketer // the least recently used first
+	keptTurn chan struct{}  // held by the sumKept call in flight (its bucketers serve one call at a time)
+	kept     []keptBucketer // the least recently used first
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:
@@ -156,7 +155,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	} else {
 		devs = defaultDevices()
 	}
-	s := &MultiWorkerMirroredStrategy{timeout: mo.timeout, comm: mo.comm}
+	s := &MultiWorkerMirroredStrategy{timeout: mo.timeout, comm: mo.comm, turn: make(chan struct{}, 1), keptTurn: make(chan struct{}, 1)}
 	if s.timeout <= 0 {
 		s.timeout = 5 * time.Minute
 	}
@@ -281,29 +280,82 @@ func (s *MultiWorkerMirroredStrategy) Close() error {
 func (s *MultiWorkerMirroredStrategy) Communication() CommunicationImplementation { return s.comm }
 
 // collective runs fn with the caller's ctx bounded by the communication timeout and a tag
-// that is the same on every worker for the same call. Before the first collective it waits
-// for every worker to connect (join), naming those that have not. A worker lost or silent
-// during fn gives a *PeerUnavailableError; an interrupt (ctx ended) gives ctx's error.
+// that is the same on every worker for the same call, one collective at a time. Before the
+// first collective it waits for every worker to connect (join), naming those that have not.
+// A worker lost or silent during fn gives a *PeerUnavailableError; an interrupt (ctx ended,
+// also while waiting for the collective before) gives ctx's error.
 func (s *MultiWorkerMirroredStrategy) collective(ctx context.Context, name string, fn func(ctx context.Context, opts []collective.Option) error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	if !s.joined {
-		if err := s.join(cctx); err != nil {
-			return s.stepError(ctx, opJoin, err)
-		}
-		s.joined = true
+	if err := s.ensureJoined(cctx); err != nil {
+		return s.stepError(ctx, opJoin, err)
 	}
-	s.seq++
+	seq, err := s.takeTurn(cctx)
+	if err != nil {
+		return s.stepError(ctx, name, err)
+	}
+	defer s.endTurn()
 	opts := []collective.Option{
-		collective.Tag(fmt.Sprintf("mwms/%s/%d", name, s.seq)),
+		collective.Tag(fmt.Sprintf("mwms/%s/%d", name, seq)),
 		collective.CommunicationOptions{Timeout: s.timeout},
 	}
 	if err := fn(cctx, opts); err != nil {
 		return s.stepError(ctx, name, err)
 	}
 	return nil
+}
+
+// takeTurn waits until no other collective of this worker is in flight, or ctx ends, and
+// returns the next tag number; endTurn lets the next one go.
+func (s *MultiWorkerMirroredStrategy) takeTurn(ctx context.Context) (uint64, error) {
+	select {
+	case s.turn <- struct{}{}:
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+	s.seq++
+	return s.seq, nil
+}
+
+func (s *MultiWorkerMirroredStrategy) endTurn() { <-s.turn }
+
+// joinState makes join run once (until it succeeds) without a lock held over its network
+// waits: the first caller joins, the others wait for its outcome or for their own ctx.
+type joinState struct {
+	mu     sync.Mutex
+	joined bool
+	done   chan struct{} // closed when the join in flight ends; nil when none is
+}
+
+// ensureJoined joins the cluster unless a join succeeded before. A join that fails (its
+// caller's ctx ended, a worker missing) is tried again by the next caller.
+func (s *MultiWorkerMirroredStrategy) ensureJoined(ctx context.Context) error {
+	j := &s.jn
+	for {
+		j.mu.Lock()
+		if j.joined {
+			j.mu.Unlock()
+			return nil
+		}
+		if wait := j.done; wait != nil {
+			j.mu.Unlock()
+			select {
+			case <-wait: // joined, or failed under its caller's ctx: look again
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+			continue
+		}
+		done := make(chan struct{})
+		j.done = done
+		j.mu.Unlock()
+		err := s.join(ctx)
+		j.mu.Lock()
+		j.joined, j.done = err == nil, nil
+		j.mu.Unlock()
+		close(done)
+		return err
+	}
 }
 
 // stepError describes the failure err of op, run under the caller's ctx: ctx's own error
@@ -351,11 +403,6 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 	return out, nil
 }
 
-// broadcastFromChief is broadcastFromChiefContext with the running cell's context.
-func (s *MultiWorkerMirroredStrategy) broadcastFromChief(t *tensor.Tensor) (*tensor.Tensor, error) {
-	return s.broadcastFromChiefContext(cell.Context(), t)
-}
-
 // broadcastFromChiefContext returns the chief's value of t on every worker.
 func (s *MultiWorkerMirroredStrategy) broadcastFromChiefContext(ctx context.Context, t *tensor.Tensor) (*tensor.Tensor, error) {
 	if s.workers <= 1 {
@@ -370,13 +417,8 @@ func (s *MultiWorkerMirroredStrategy) broadcastFromChiefContext(ctx context.Cont
 	return newOn(t.Device(), t.Shape(), buf), nil
 }
 
-// Barrier waits until every worker reaches it, or until the running notebook cell is
-// interrupted (BarrierContext with cell.Context()).
-func (s *MultiWorkerMirroredStrategy) Barrier() error {
-	return s.BarrierContext(cell.Context())
-}
-
-// BarrierContext waits until every worker reaches it or ctx ends. A worker that is lost
+// BarrierContext waits until every worker reaches it or ctx ends (Barrier is BarrierContext
+// under the cell's context). A worker that is lost
 // or does not answer within the communication timeout gives a *PeerUnavailableError.
 func (s *MultiWorkerMirroredStrategy) BarrierContext(ctx context.Context) error {
 	if s.workers <= 1 {
@@ -390,19 +432,14 @@ func (s *MultiWorkerMirroredStrategy) BarrierContext(ctx context.Context) error 
 // chiefBroadcaster is implemented by strategies whose workers must start from the chief's
 // variable values.
 type chiefBroadcaster interface {
-	broadcastFromChief(t *tensor.Tensor) (*tensor.Tensor, error)
 	broadcastFromChiefContext(ctx context.Context, t *tensor.Tensor) (*tensor.Tensor, error)
 }
 
-// BroadcastFromChief returns the chief worker's values of ts on every worker of s (ts
-// itself for single-worker strategies). Every worker must call it with tensors of the same
-// shapes in the same order; library code that creates variables without NewVariable calls
-// it so that all workers start from the same weights.
-func BroadcastFromChief(s Strategy, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
-	return BroadcastFromChiefContext(cell.Context(), s, ts)
-}
-
-// BroadcastFromChiefContext is BroadcastFromChief bounded by ctx: it stops when ctx ends.
+// BroadcastFromChiefContext returns the chief worker's values of ts on every worker of s
+// (ts itself for single-worker strategies), or stops when ctx ends (BroadcastFromChief is
+// it under the cell's context). Every worker must call it with tensors of the same shapes in
+// the same order; library code that creates variables without NewVariable calls it so that
+// all workers start from the same weights.
 func BroadcastFromChiefContext(ctx context.Context, s Strategy, ts []*tensor.Tensor) ([]*tensor.Tensor, error) {
 	bc, ok := s.(chiefBroadcaster)
 	if !ok {

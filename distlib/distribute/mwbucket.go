@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"godist/distlib/cell"
 	"godist/distlib/collective"
 	"godist/distlib/tensor"
 	"godist/internal/simd"
@@ -33,30 +32,28 @@ type GradientBucketer interface {
 
 // ExtendedGradientBucketer returns a GradientBucketer that sums tensors of the given sizes
 // across the workers of s, in buckets of about bucketBytes (0: collective.DefaultBucketBytes),
-// with every wait bounded by the communication timeout. Every worker must create its
-// bucketers with the same sizes in the same order: a small all-reduce checks the sizes,
+// with every wait bounded by the communication timeout. ctx (the caller's step) bounds the
+// join of the cluster and the check of the sizes it makes first. Every worker must create
+// its bucketers with the same sizes in the same order: a small all-reduce checks the sizes,
 // and fails on every worker when they differ. It returns nil and no error for a single
 // worker, where there is nothing to reduce across workers.
-func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(sizes []int, bucketBytes int) (GradientBucketer, error) {
+func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error) {
 	if s.workers <= 1 || s.t == nil {
 		return nil, nil
 	}
-	s.mu.Lock()
-	if !s.joined {
-		ctx := cell.Context()
-		jctx, cancel := context.WithTimeout(ctx, s.timeout)
-		err := s.join(jctx)
-		cancel()
-		if err != nil {
-			s.mu.Unlock()
-			return nil, s.stepError(ctx, opJoin, err)
-		}
-		s.joined = true
+	jctx, cancel := context.WithTimeout(ctx, s.timeout)
+	err := s.ensureJoined(jctx)
+	cancel()
+	if err != nil {
+		return nil, s.stepError(ctx, opJoin, err)
 	}
-	s.seq++
-	id := s.seq
-	s.mu.Unlock()
-	if err := s.checkSizes(cell.Context(), sizes); err != nil {
+	// The bucketer's tag number comes in turn with the collectives', the same on every worker.
+	id, err := s.takeTurn(ctx)
+	if err != nil {
+		return nil, s.stepError(ctx, opJoin, err)
+	}
+	s.endTurn()
+	if err := s.checkSizes(ctx, sizes); err != nil {
 		return nil, err
 	}
 	b, err := collective.NewBucketer(s.t, sizes, bucketBytes, collective.Sum, collective.KeepTerms(),
@@ -177,9 +174,15 @@ func (s *MultiWorkerMirroredStrategy) applyBuckets(g *syncGroup, grads []*tensor
 	if len(dense) == 0 {
 		return apply(terms)
 	}
-	s.keptMu.Lock()
-	defer s.keptMu.Unlock()
-	sums, err := s.sumKept(g.ctx, dense)
+	var sums [][][]float32
+	var err error
+	select {
+	case s.keptTurn <- struct{}{}:
+		sums, err = s.sumKept(g.ctx, dense)
+		<-s.keptTurn
+	case <-g.ctx.Done():
+		err = s.stepError(g.ctx, "allreduce", context.Cause(g.ctx))
+	}
 	if err != nil {
 		return fmt.Errorf("distribute: ApplyGradients: aggregate the gradients of worker %d "+
 			"(every worker must call ApplyGradients with gradients of the same shapes, nil for the same variables): %w", s.worker, err)
@@ -213,7 +216,7 @@ const maxKeptBucketers = 8
 
 // sumKept returns, for each of ts, terms whose sum in order is its sum over the workers
 // (every worker passing tensors of the same sizes, in the same order, in the same sequence
-// of calls), valid until the next call with the same sizes; the caller holds s.keptMu. It
+// of calls), valid until the next call with the same sizes; the caller holds s.keptTurn. It
 // goes through a GradientBucketer for those sizes, made at the first call with them and kept
 // for the next (at most maxKeptBucketers; every worker keeps and drops the same ones, since
 // they see the same calls). Each worker copies its values into its buckets; once the
@@ -234,7 +237,7 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 		}
 	}
 	if b == nil {
-		nb, err := s.ExtendedGradientBucketer(sizes, keptBucketBytes)
+		nb, err := s.ExtendedGradientBucketer(ctx, sizes, keptBucketBytes)
 		if err != nil {
 			return nil, err
 		}

@@ -70,11 +70,16 @@ func lookupFunction(name string) (RemoteFunc, error) {
 	return fn, nil
 }
 
-// ScheduleFunction queues the function registered as name with args, like Schedule, and
-// returns its RemoteValue at once. It runs on remote worker tasks (WithRemoteWorkers) as
-// well as on in-process workers.
-func (c *ClusterCoordinator) ScheduleFunction(name string, args ...*tensor.Tensor) *RemoteValue {
+// ScheduleFunctionContext queues the function registered as name with args, like
+// ScheduleContext, and returns its RemoteValue at once; ctx bounds its run as it does
+// ScheduleContext's. It runs on remote worker tasks (WithRemoteWorkers) as well as on
+// in-process workers.
+func (c *ClusterCoordinator) ScheduleFunctionContext(ctx context.Context, name string, args ...*tensor.Tensor) *RemoteValue {
 	rv := &RemoteValue{done: make(chan struct{}), worker: -1}
+	if ctx == nil {
+		rv.finish(nil, errors.New("distribute: ScheduleFunctionContext: nil context (pass context.Background() or the cell's context)"), -1)
+		return rv
+	}
 	if _, err := lookupFunction(name); err != nil && !c.s.remote {
 		rv.finish(nil, err, -1)
 		return rv
@@ -85,7 +90,7 @@ func (c *ClusterCoordinator) ScheduleFunction(name string, args ...*tensor.Tenso
 			return rv
 		}
 	}
-	return c.enqueue(&closure{name: name, args: args}, rv)
+	return c.enqueueContext(ctx, &closure{name: name, args: args}, rv)
 }
 
 // BytesSent returns the bytes the coordinator sent to remote workers (function names,

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"godist/distlib/cell"
 	"godist/distlib/data"
 	"godist/distlib/tensor"
 	"godist/internal/goid"
@@ -32,18 +31,10 @@ func currentWorker() *WorkerContext {
 	return nil
 }
 
-// Run calls fn on the replicas of the worker that runs the calling scheduled function (as
-// tf.distribute's strategy.run does inside a function given to ClusterCoordinator.Schedule),
-// under that function's context; called on the coordinator, it runs fn there. Scheduled
-// functions run on several workers at once, so each Run inside one has replicas of its own.
-func (s *ParameterServerStrategy) Run(fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
-	if wc := currentWorker(); wc != nil {
-		return s.RunContext(wc.ctx, fn, inputs)
-	}
-	return s.RunContext(cell.Context(), fn, inputs)
-}
-
-// RunContext is Run under ctx.
+// RunContext calls fn on the replicas of the worker that runs the calling scheduled function
+// (as tf.distribute's strategy.run does inside a function given to ClusterCoordinator.Schedule),
+// under ctx; called on the coordinator, it runs fn there. Scheduled functions run on several
+// workers at once, so each Run inside one has replicas of its own.
 func (s *ParameterServerStrategy) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
 	if currentWorker() == nil {
 		return s.base.RunContext(ctx, fn, inputs)

@@ -44,8 +44,9 @@ type Coordinated interface {
 	// vars, named names[i], with its current value, and returns them. vars (this
 	// process's copies, such as a Keras model's) then stand for the ps variables:
 	// ExtendedReadVariables reads the ps values for them and
-	// ExtendedApplyGradientsOnPS updates the ps variables behind them.
-	ExtendedPlaceVariables(names []string, vars []*tensor.Variable) ([]*ShardedVariable, error)
+	// ExtendedApplyGradientsOnPS updates the ps variables behind them. ctx bounds the
+	// calls that create them.
+	ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error)
 	// ExtendedReadVariables reads the ps values of placed variables, in one concurrent
 	// round trip: each result counts as a read of vars[i] for a GradientTape (its
 	// gradient is the gradient with respect to vars[i]), so a step that computes with
@@ -80,7 +81,7 @@ func (p *placedVars) put(v *tensor.Variable, sv *ShardedVariable) {
 }
 
 // ExtendedPlaceVariables implements Coordinated.
-func (s *ParameterServerStrategy) ExtendedPlaceVariables(names []string, vars []*tensor.Variable) ([]*ShardedVariable, error) {
+func (s *ParameterServerStrategy) ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error) {
 	if len(names) != len(vars) {
 		return nil, fmt.Errorf("distribute: ExtendedPlaceVariables: %d names for %d variables", len(names), len(vars))
 	}
@@ -89,7 +90,7 @@ func (s *ParameterServerStrategy) ExtendedPlaceVariables(names []string, vars []
 		if v == nil {
 			return nil, fmt.Errorf("distribute: ExtendedPlaceVariables: variable %d (%s) is nil", i, names[i])
 		}
-		sv, err := s.newVariable(names[i], v.Value(), v.Trainable())
+		sv, err := s.newVariable(ctx, names[i], v.Value(), v.Trainable())
 		if err != nil {
 			return nil, err
 		}

@@ -277,20 +277,20 @@ func (s *ParameterServerStrategy) checkPS() error {
 	return nil
 }
 
-// NewVariable creates a variable on the parameter servers with initial value init, split
-// by the strategy's partitioner and placed round-robin; a name already used gets a
+// NewVariableContext creates a variable on the parameter servers with initial value init,
+// split by the strategy's partitioner and placed round-robin; a name already used gets a
 // suffix ("_1", ...) like TensorFlow's. If the variable already exists on the ps with the
-// same shape (a restarted coordinator), its value there is kept. It panics when a ps
-// cannot be reached, with an error naming it.
-func (s *ParameterServerStrategy) NewVariable(name string, init *tensor.Tensor, trainable bool) *ShardedVariable {
-	v, err := s.newVariable(name, init, trainable)
-	if err != nil {
-		panic(err)
+// same shape (a restarted coordinator), its value there is kept. ctx, bounded by the
+// strategy's timeout, bounds the calls that create it; the error names a ps that cannot
+// be reached.
+func (s *ParameterServerStrategy) NewVariableContext(ctx context.Context, name string, init *tensor.Tensor, trainable bool) (*ShardedVariable, error) {
+	if ctx == nil {
+		ctx = context.Background()
 	}
-	return v
+	return s.newVariable(ctx, name, init, trainable)
 }
 
-func (s *ParameterServerStrategy) newVariable(name string, init *tensor.Tensor, trainable bool) (*ShardedVariable, error) {
+func (s *ParameterServerStrategy) newVariable(ctx context.Context, name string, init *tensor.Tensor, trainable bool) (*ShardedVariable, error) {
 	if init == nil {
 		return nil, fmt.Errorf("distribute: variable %q: nil initial value", name)
 	}
@@ -332,7 +332,7 @@ func (s *ParameterServerStrategy) newVariable(name string, init *tensor.Tensor, 
 	s.vars = append(s.vars, v)
 	s.mu.Unlock()
 	data := init.Data()
-	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
 	for _, sh := range v.shards {
 		sshape := append([]int(nil), shape...)

@@ -365,11 +365,16 @@ func (v *ShardedVariable) Value() *tensor.Tensor {
 	return t
 }
 
-// Assign sets the variable to t (of its shape).
-func (v *ShardedVariable) Assign(t *tensor.Tensor) {
-	a, cancel := v.s.coordAccess()
+// AssignContext sets the variable to t (of its shape) through the coordinator's
+// connections, within ctx and the strategy's timeout; the error names a ps that cannot be
+// reached.
+func (v *ShardedVariable) AssignContext(ctx context.Context, t *tensor.Tensor) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	a, cancel := v.s.psAccess(ctx)
 	defer cancel()
-	v.must(v.update(a, transport.UpdateAssign, transport.Rule{}, t))
+	return v.update(a, transport.UpdateAssign, transport.Rule{}, t)
 }
 
 // AssignAdd adds t (of the variable's shape) to the variable.

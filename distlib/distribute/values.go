@@ -1,6 +1,7 @@
 package distribute
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"sync"
@@ -151,9 +152,9 @@ func NewVariable(name string, init *tensor.Tensor, trainable bool) *MirroredVari
 	return NewMirroredVariable(GetStrategy(), name, init, trainable)
 }
 
-// NewMirroredVariable creates a variable distributed by s: one copy per replica device
-// when s mirrors variables, otherwise one copy on s.ExtendedVariableDevice().
-func NewMirroredVariable(s Strategy, name string, init *tensor.Tensor, trainable bool) *MirroredVariable {
+// newMirroredVariable is NewMirroredVariable with ctx bounding the broadcast of the chief's
+// value across workers.
+func newMirroredVariable(ctx context.Context, s Strategy, name string, init *tensor.Tensor, trainable bool) *MirroredVariable {
 	if s == nil {
 		panic(fmt.Errorf("%w: NewMirroredVariable %q with a nil strategy", ErrReplicas, name))
 	}
@@ -162,7 +163,7 @@ func NewMirroredVariable(s Strategy, name string, init *tensor.Tensor, trainable
 	}
 	if bc, ok := s.(chiefBroadcaster); ok {
 		// Multi-worker: every worker starts from the chief's value.
-		chief, err := bc.broadcastFromChief(init)
+		chief, err := bc.broadcastFromChiefContext(ctx, init)
 		if err != nil {
 			panic(fmt.Errorf("distribute: NewMirroredVariable %q: %w", name, err))
 		}
