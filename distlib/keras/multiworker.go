@@ -164,7 +164,7 @@ var sharedTermSteps atomic.Int64
 
 // bucketStrategy is implemented by strategies that reduce gradients across workers in buckets.
 type bucketStrategy interface {
-	ExtendedGradientBucketer(sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
+	ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
 	ExtendedTimeout() time.Duration
 }
 
@@ -236,7 +236,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 		for k, v := range vars {
 			sizes[1+nTrain-1-k] = prodInts(v.Shape())
 		}
-		b, err := bs.ExtendedGradientBucketer(sizes, gradientBucketBytes)
+		b, err := bs.ExtendedGradientBucketer(ctx, sizes, gradientBucketBytes)
 		if err != nil {
 			return stats{}, true, err
 		}

@@ -1,8 +1,8 @@
 package keras
 
 import (
+	"context"
 	"fmt"
-	"godist/distlib/cell"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -292,14 +292,14 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 	return apply(grads)
 }
 
-// applyOnPS pushes grads for vars (a model's variables placed on the parameter servers of
-// c) with this optimizer's rule, and counts one step.
-func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+// applyOnPSContext pushes grads for vars (a model's variables placed on the parameter
+// servers of c) with this optimizer's rule within ctx, and counts one step.
+func (o *Optimizer) applyOnPSContext(ctx context.Context, c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
 	spec, err := psOptimizer(o)
 	if err != nil {
 		return err
 	}
-	if err := c.ExtendedApplyGradientsOnPS(cell.Context(), spec, grads, vars); err != nil {
+	if err := c.ExtendedApplyGradientsOnPS(ctx, spec, grads, vars); err != nil {
 		return fmt.Errorf("keras: ApplyGradients under %s: %w", c.Name(), err)
 	}
 	o.mu.Lock()

@@ -3,7 +3,6 @@ package keras
 import (
 	"context"
 	"fmt"
-	"godist/distlib/cell"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -70,14 +69,14 @@ func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 	return distribute.NewPSOptimizer(spec)
 }
 
-// placeOnPS creates the model's variables (vars, one per parameter) on the parameter
-// servers of c, named model/layer/variable.
-func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
+// placeOnPSContext creates the model's variables (vars, one per parameter) on the
+// parameter servers of c, named model/layer/variable, within ctx.
+func placeOnPSContext(ctx context.Context, c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
 	names := make([]string, len(params))
 	for i, p := range params {
 		names[i] = model + "/" + p.name
 	}
-	svars, err := c.ExtendedPlaceVariables(names, vars)
+	svars, err := c.ExtendedPlaceVariables(ctx, names, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -118,19 +117,19 @@ func (m *Model) syncFromPS() {
 	}
 }
 
-// psPull copies the ps values into every copy of the model's variables.
-func (m *Model) psPull(st *psModel) {
-	for i, val := range m.psRead(st) {
+// psPullContext copies the ps values into every copy of the model's variables.
+func (m *Model) psPullContext(ctx context.Context, st *psModel) {
+	for i, val := range m.psReadContext(ctx, st) {
 		for c := range m.vars {
 			m.vars[c][i].Assign(val)
 		}
 	}
 }
 
-// psRead reads the current ps values of the model's variables in one concurrent round
-// trip; each counts as a read of this process's copy for a GradientTape.
-func (m *Model) psRead(st *psModel) []*tensor.Tensor {
-	vals, err := st.s.ExtendedReadVariables(cell.Context(), m.vars[0])
+// psReadContext reads the current ps values of the model's variables in one concurrent
+// round trip within ctx; each counts as a read of this process's copy for a GradientTape.
+func (m *Model) psReadContext(ctx context.Context, st *psModel) []*tensor.Tensor {
+	vals, err := st.s.ExtendedReadVariables(ctx, m.vars[0])
 	if err != nil {
 		panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
 	}
@@ -519,15 +518,15 @@ func (e *psTrainer) step(ctx context.Context, batches []data.Element) (stats, bo
 		m.mu.Unlock()
 	}
 	if e.s.RemoteWorkers() {
-		e.rvs = append(e.rvs, e.coord.ScheduleFunction(m.PSTrainFunction(), psArgs(e.mode, batches, seeds)...))
+		e.rvs = append(e.rvs, e.coord.ScheduleFunctionContext(ctx, m.PSTrainFunction(), psArgs(e.mode, batches, seeds)...))
 	} else {
-		e.rvs = append(e.rvs, e.coord.Schedule(m.psStep(e.st, e.states, e.caches, e.mode, batches, seeds, e.metrics)))
+		e.rvs = append(e.rvs, e.coord.ScheduleContext(ctx, m.psStep(e.st, e.states, e.caches, e.mode, batches, seeds, e.metrics)))
 	}
 	// Bound the scheduled functions in flight (memory); a failed one stops the epoch with
 	// the coordinator's error (a lost ps names its task).
 	if window := 4 * e.s.NumWorkers(); len(e.rvs) > window {
 		if _, err := e.rvs[len(e.rvs)-1-window].FetchContext(ctx); err != nil {
-			if jerr := e.coord.Join(); jerr != nil {
+			if jerr := e.coord.JoinContext(ctx); jerr != nil {
 				err = jerr
 			}
 			return stats{}, false, fmt.Errorf("under ParameterServerStrategy: %w", err)
@@ -539,7 +538,7 @@ func (e *psTrainer) step(ctx context.Context, batches []data.Element) (stats, bo
 func (e *psTrainer) epochEnd(ctx context.Context, steps int, prog *progress) (stats, error) {
 	rvs := e.rvs
 	e.rvs, e.sofar = nil, psDoneStats{}
-	if err := e.coord.Join(); err != nil {
+	if err := e.coord.JoinContext(ctx); err != nil {
 		return stats{}, fmt.Errorf("under ParameterServerStrategy: %w", err)
 	}
 	var total stats
@@ -556,7 +555,7 @@ func (e *psTrainer) epochEnd(ctx context.Context, steps int, prog *progress) (st
 			prog.step(min(done, steps), e.m.logsOf(total, ""))
 		}
 	}
-	e.m.psPull(e.st) // the model's variables get the ps values before validation
+	e.m.psPullContext(ctx, e.st) // the model's variables get the ps values before validation
 	return total, nil
 }
 

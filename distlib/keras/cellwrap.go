@@ -1,0 +1,30 @@
+package keras
+
+import (
+	"godist/distlib/cell"
+	"godist/distlib/distribute"
+	"godist/distlib/tensor"
+)
+
+// The parameter-server calls of the model's context-free methods (Call, Losses,
+// TrainableVariables, SetWeights, the build, an optimizer's ApplyGradients in a custom
+// loop), which read the running notebook cell's context (cell.Context: context.Background()
+// outside a notebook). Fit, Evaluate and Predict pass their own ctx to the Context forms.
+// With fit.go's Fit, Evaluate and Predict, this is the only keras file that reads
+// cell.Context (package cell's tests check it).
+
+// psRead is psReadContext under the running cell's context.
+func (m *Model) psRead(st *psModel) []*tensor.Tensor { return m.psReadContext(cell.Context(), st) }
+
+// psPull is psPullContext under the running cell's context.
+func (m *Model) psPull(st *psModel) { m.psPullContext(cell.Context(), st) }
+
+// placeOnPS is placeOnPSContext under the running cell's context (the model's build).
+func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
+	return placeOnPSContext(cell.Context(), c, model, params, vars)
+}
+
+// applyOnPS is applyOnPSContext under the running cell's context (Optimizer.ApplyGradients).
+func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	return o.applyOnPSContext(cell.Context(), c, grads, vars)
+}
