@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"godist/distlib/cluster"
-	"godist/distlib/widgets"
+	"godist/distlib/progress"
 	"godist/interp"
 )
 
@@ -152,11 +152,12 @@ func magicError(msg string) error {
 
 // cellWriter hands the tasks' prefixed lines to the cell and keeps each task's error
 // report (the lines from "godist worker-cell: ..." on) for the cell's error. It feeds the
-// cluster panel: each task's lines, and the keras.PanelLinePrefix progress lines, which
-// it takes out of the cell's output.
+// cluster panel (drawn by widgets, which installs itself as package progress' UI): each
+// task's lines, and the progress.PanelLinePrefix progress lines, which it takes out of
+// the cell's output.
 type cellWriter struct {
 	m       *interp.Magic
-	panel   *widgets.Panel
+	panel   progress.JobPanel
 	partial string
 	errs    map[string][]string // task prefix -> its error lines
 }
@@ -234,11 +235,11 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	panel := widgets.NewPanel("%%distributed "+strings.TrimSpace(m.Args), func() { stop(cluster.ErrStopped) })
+	panel := progress.NewJobPanel("%%distributed "+strings.TrimSpace(m.Args), func() { stop(cluster.ErrStopped) })
 	w := &cellWriter{m: m, panel: panel, errs: map[string][]string{}}
 	err = cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: a.workers, Program: bin, Args: []string{"worker-cell", file},
-		Output: w, GracePeriod: 2 * time.Second, Env: []string{widgets.PanelEnv + "=1"}, NoPinning: a.noPin,
+		Output: w, GracePeriod: 2 * time.Second, Env: []string{progress.PanelEnv + "=1"}, NoPinning: a.noPin,
 		Events: func(ev cluster.TaskEvent) { panel.Update(ev.PanelEvent()) },
 	})
 	w.flush()

@@ -8,7 +8,8 @@ import (
 // installWidgets connects package widgets to k's comms: the version comm of protocol 1
 // front ends, the control comm of protocol 2 managers, the cell metadata VS Code sends
 // (from which package widgets picks its dialect), and the jupyter.widget comms that widget
-// models open from compiled code.
+// models open from compiled code. The core's panels and Fit bars reach the same comms:
+// package widgets installs itself as package progress' UI when linked.
 func installWidgets(k *kernel.Kernel) {
 	k.RegisterCommTarget(widgets.VersionTargetName, versionTarget{k})
 	k.RegisterCommTarget(widgets.ControlTargetName, controlTarget{k})

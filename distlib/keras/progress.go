@@ -11,14 +11,15 @@ import (
 	"unicode/utf8"
 
 	"godist/distlib/display"
-	"godist/distlib/widgets"
+	progressui "godist/distlib/progress" // renamed: this file's progress type has the name
 )
 
 // progress renders Keras 3's progress bar (keras.utils.Progbar) for Fit and Evaluate, in
 // one of four places:
-//   - a notebook whose front end draws widgets (verbose 1): one widgets.FitBar for the
-//     run, a live row (the epoch, the bar, steps, time left, metrics) under the history of
-//     the finished epochs' lines and of what the cell printed between them;
+//   - a notebook whose front end draws widgets (verbose 1): one FitBar for the run, from
+//     the UI installed in package progress (widgets), a live row (the epoch, the bar,
+//     steps, time left, metrics) under the history of the finished epochs' lines and of
+//     what the cell printed between them;
 //   - a notebook without widgets (console, nbconvert): each epoch its own display, "Epoch
 //     2/5" and the live line updated in place (update_display_data), so that what
 //     callbacks print at the epoch's end comes after that epoch's line;
@@ -30,11 +31,11 @@ type progress struct {
 	w       io.Writer
 	now     func() time.Time
 
-	handle *display.Handle // notebook text: this epoch's display (Evaluate's)
-	wbar   *widgets.FitBar // notebook with a widget front end, verbose 1
-	header string          // "Epoch 2/5" while an epoch runs; "" for Evaluate
-	live   string          // the live line last drawn (coloured), "" when none
-	open   bool            // an epoch (or Evaluate) has begun and not finished
+	handle *display.Handle   // notebook text: this epoch's display (Evaluate's)
+	wbar   progressui.FitBar // notebook with a widget front end, verbose 1
+	header string            // "Epoch 2/5" while an epoch runs; "" for Evaluate
+	live   string            // the live line last drawn (coloured), "" when none
+	open   bool              // an epoch (or Evaluate) has begun and not finished
 
 	target    int // steps per epoch, 0 when unknown
 	start     time.Time
@@ -55,11 +56,11 @@ type progress struct {
 	panelStep  int // the step of the last panel line
 }
 
-// PanelEnv and PanelLinePrefix are the cluster panel's side channel (package widgets
+// PanelEnv and PanelLinePrefix are the cluster panel's side channel (package progress
 // documents it).
 const (
-	PanelEnv        = widgets.PanelEnv
-	PanelLinePrefix = widgets.PanelLinePrefix
+	PanelEnv        = progressui.PanelEnv
+	PanelLinePrefix = progressui.PanelLinePrefix
 )
 
 const panelEvery = 500 * time.Millisecond
@@ -95,8 +96,8 @@ func newProgress(verbose int, w io.Writer, now func() time.Time) *progress {
 	switch {
 	case display.InNotebook():
 		p.mode = modeNotebook
-		if verbose == 1 && widgets.Ready() {
-			p.wbar = widgets.NewFitBar()
+		if verbose == 1 {
+			p.wbar = progressui.NewFitBar() // nil unless a widget front end is ready
 		}
 	case isTerminal(w):
 		p.mode = modeTTY

@@ -2,12 +2,14 @@ package keras
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"godist/distlib/display"
+	progressui "godist/distlib/progress"
 )
 
 func TestBarLine(t *testing.T) {
@@ -351,5 +353,55 @@ func TestProgressPanelLines(t *testing.T) {
 		if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
 			t.Errorf("%s=%q: output\n%s\nwant\n%s", PanelEnv, tc.env, strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 		}
+	}
+}
+
+// fakeUI is a notebook UI installed in package progress that records Fit's bar.
+type fakeUI struct{ bars []*fakeBar }
+
+func (u *fakeUI) Ready() bool                                    { return true }
+func (u *fakeUI) NewJobPanel(string, func()) progressui.JobPanel { return nil }
+func (u *fakeUI) NewFitBar() progressui.FitBar {
+	b := &fakeBar{}
+	u.bars = append(u.bars, b)
+	return b
+}
+
+type fakeBar struct{ calls []string }
+
+func (b *fakeBar) Run(fn func())   { fn() }
+func (b *fakeBar) Capturing() bool { return false }
+func (b *fakeBar) Append(s string) { b.calls = append(b.calls, "append "+stripANSI(s)) }
+func (b *fakeBar) Progress(desc string, current, target int, text string) {
+	b.calls = append(b.calls, fmt.Sprintf("progress %s %d/%d", desc, current, target))
+}
+
+// TestProgressThroughUI: in a notebook whose UI is Ready, Fit's verbose 1 bar is the one
+// package progress hands out (keras does not know widgets): the live row per step and the
+// finished epochs' lines in its history; verbose 2 asks for no bar.
+func TestProgressThroughUI(t *testing.T) {
+	u := &fakeUI{}
+	defer progressui.SetUI(progressui.SetUI(u))
+	area := &outputArea{}
+	defer display.SetPublisher(display.SetPublisher(area))
+	var buf bytes.Buffer
+	clk := newTestClock()
+	p := newProgress(1, &buf, clk.now)
+	runEpochs(p, clk, twoEpochLogs[:1], nil)
+	if len(u.bars) != 1 {
+		t.Fatalf("%d bars asked of the UI, want 1", len(u.bars))
+	}
+	want := []string{"progress Epoch 1/1 0/3", "progress Epoch 1/1 1/3", "progress Epoch 1/1 2/3",
+		"progress Epoch 1/1 3/3", "progress Epoch 1/1 3/3", // the last step, then the epoch's final line
+		"append Epoch 1/1\n3/3 ━━━━━━━━━━━━━━━━━━━━ 0s 110ms/step - accuracy: 0.5000 - loss: 1.0000\n"}
+	if got := u.bars[0].calls; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("the bar got %q, want %q", got, want)
+	}
+	if buf.Len() != 0 || len(area.outs) != 0 {
+		t.Errorf("with the UI's bar Fit also wrote %q and displayed %q", buf.String(), area.outs)
+	}
+	newProgress(2, &buf, clk.now)
+	if len(u.bars) != 1 {
+		t.Errorf("verbose 2 asked the UI for a bar")
 	}
 }
