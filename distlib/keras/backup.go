@@ -188,35 +188,7 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int, extra ...namedVariab
 // with the slots' global values (nil: no state). Under a device mesh the optimizer keeps
 // state per device part, assembled here as the parameter is. o.mu is held.
 func (m *Model) slotStateOf(o *Optimizer, i int, v *tensor.Variable) *slotState {
-	if m.engine == nil {
-		return o.slots[v]
-	}
-	var first *slotState
-	parts := make([][][]float32, o.nslots) // parts[k][device]
-	for d := range m.vars {
-		st := o.slots[m.vars[d][i]]
-		if st == nil {
-			return nil // never updated (frozen, or no step yet)
-		}
-		if first == nil {
-			first = st
-		}
-		for k := range parts {
-			parts[k] = append(parts[k], st.slots[k])
-		}
-	}
-	if first == nil {
-		return nil
-	}
-	out := &slotState{t: first.t, slots: make([][]float32, o.nslots)}
-	for k := range parts {
-		g, err := m.engine.Gather(i, parts[k])
-		if err != nil {
-			panic(fmt.Errorf("keras: optimizer slot %d of %s: %w", k, v.Name(), err))
-		}
-		out.slots[k] = g
-	}
-	return out
+	return m.store.slotState(m, o, i, v)
 }
 
 func backupChecksum(h backupHeader, body []byte) uint32 {
@@ -323,18 +295,16 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	if o == nil {
 		return nil
 	}
-	// Under a device mesh each device's optimizer state is its part of the slots.
-	var meshSlots [][][][]float32 // [param][slot][device]
-	if m.engine != nil {
-		meshSlots = make([][][][]float32, len(slots))
-		for i := range slots {
-			for _, g := range slots[i] {
-				parts, err := m.engine.Scatter(i, g)
-				if err != nil {
-					return fmt.Errorf("%w: %s: optimizer slot of %s: %v", ErrBackup, path, st.Variables[i].Name, err)
-				}
-				meshSlots[i] = append(meshSlots[i], parts)
+	// Each copy's optimizer state is its part of the slots (the whole slot but on a
+	// device mesh); nil parts: every copy keeps the global value.
+	partSlots := make([][][][]float32, len(slots)) // [param][slot][copy]
+	for i := range slots {
+		for _, g := range slots[i] {
+			parts, err := m.store.slotParts(i, g)
+			if err != nil {
+				return fmt.Errorf("%w: %s: optimizer slot of %s: %v", ErrBackup, path, st.Variables[i].Name, err)
 			}
+			partSlots[i] = append(partSlots[i], parts)
 		}
 	}
 	o.mu.Lock()
@@ -351,8 +321,8 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 				switch {
 				case k >= len(slots[i]):
 					ss.slots[k] = make([]float32, n)
-				case meshSlots != nil:
-					ss.slots[k] = append([]float32(nil), meshSlots[i][k][d]...) // replicated parts may share memory
+				case partSlots[i][k] != nil:
+					ss.slots[k] = append([]float32(nil), partSlots[i][k][d]...) // replicated parts may share memory
 				default:
 					ss.slots[k] = append([]float32(nil), slots[i][k]...)
 				}

@@ -19,9 +19,10 @@ func BenchmarkFitStepCNN(b *testing.B) {
 	y := tensor.Fill(3, 64)
 	el := data.Element{x, y}
 	metrics := m.compiledMetrics()
+	paths := m.trainerFor().(*syncTrainer).paths
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if _, err := m.trainStep(context.Background(), el, metrics, 0); err != nil {
+		if _, err := m.trainStep(context.Background(), el, metrics, 0, paths); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -251,7 +251,7 @@ func statsFrom(v []float32) stats {
 // trainStep runs one global batch through the strategy and applies the gradients. With
 // global > 0, el holds only this worker's rows of a global batch of global rows (taken by
 // syncTrainer.pickRows); else el is the global batch.
-func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metric, global int) (stats, error) {
+func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metric, global int, paths stepPaths) (stats, error) {
 	x, y := splitXY("Fit", el, true)
 	if err := checkBatch("Fit", x, y); err != nil {
 		return stats{}, err
@@ -274,7 +274,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	m.step++
 	seed := mix(m.seed, uint64(m.step))
 	m.mu.Unlock()
-	if st, ok, err := m.trainStepBuckets(ctx, x, y, globalBatch, seed, metrics); ok {
+	if st, ok, err := m.trainStepBuckets(ctx, paths.buckets, x, y, globalBatch, seed, metrics); ok {
 		return st, err
 	}
 
@@ -326,8 +326,8 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	if err != nil {
 		return stats{}, err
 	}
-	if ts, ok := m.strategy.(termsStrategy); ok && local > 1 {
-		terms, ok, err := ts.ExtendedSumTerms(perReplica)
+	if paths.terms != nil && local > 1 {
+		terms, ok, err := paths.terms.ExtendedSumTerms(perReplica)
 		if err != nil {
 			return stats{}, fmt.Errorf("keras: all-reduce gradients: %w", err)
 		}
@@ -777,7 +777,7 @@ func (m *Model) EvaluateContext(ctx context.Context, x any, args ...any) Logs {
 }
 
 func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {
-	m.syncFromPS()
+	m.refresh()
 	metrics := m.compiledMetrics()
 	m.mw.eval = m.shardModeOf("Evaluate", ds)
 	for _, cb := range cbs {
@@ -844,7 +844,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 		ctx = context.Background()
 	}
 	cfg := parseRun("Predict", opts, "steps", "callbacks", "verbose", "batch_size")
-	m.syncFromPS()
+	m.refresh()
 	ds := m.inputData("Predict", input, nil, cfg)
 	for _, cb := range cfg.callbacks {
 		cb.SetModel(m)

@@ -102,23 +102,6 @@ func newMeshEngine() MeshEngine {
 // model trains through its distribute.Strategy.
 func (m *Model) MeshEngine() MeshEngine { return m.engine }
 
-// buildMesh finishes build on the mesh engine; m.mu is held.
-func (m *Model) buildMesh(in []int, shapes [][]int, ranges [][2]int, params []paramInfo, inits []*tensor.Tensor) error {
-	specs := make([]MeshParam, len(params))
-	for li, r := range ranges {
-		for p := r[0]; p < r[1]; p++ {
-			specs[p] = MeshParam{Path: params[p].name, Layer: li, Init: inits[p], Trainable: params[p].trainable}
-		}
-	}
-	if err := m.engine.Build(m.layers, specs); err != nil {
-		return fmt.Errorf("keras: lay out model %s on the device mesh: %w", m.name, err)
-	}
-	m.inputShape, m.outShapes, m.paramRange, m.params = append([]int(nil), in...), shapes, ranges, params
-	m.devices, m.vars = m.engine.Devices(), m.engine.DeviceVariables()
-	m.built = true
-	return nil
-}
-
 // meshVariables returns variables holding the global values of the parameters (copies:
 // assigning them does not change the model; use SetWeights).
 func (m *Model) meshVariables(trainableOnly bool) []*tensor.Variable {

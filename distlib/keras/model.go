@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"godist/distlib/device"
 	"godist/distlib/distribute"
@@ -27,10 +28,8 @@ type Model struct {
 
 	interrupted bool // the last Fit stopped because its context was done
 
-	// Under a ParameterServerStrategy (ps_fit.go, ps_remote.go): the model's variables on
-	// the ps, and in a worker task the values its last pipelined step read and the
-	// memory its training steps use.
-	ps       *psModel
+	// Under a ParameterServerStrategy (ps_fit.go, ps_remote.go), in a worker task: the
+	// values its last pipelined step read and the memory its training steps use.
 	psCache  psWorkerCache
 	psStates psStatePool
 
@@ -39,6 +38,7 @@ type Model struct {
 	strategy distribute.Strategy
 	seed     uint64
 	engine   MeshEngine // non-nil: variables laid out on a device mesh (mesh_hook.go)
+	store    varStore   // where the variables live, chosen by build (store.go)
 
 	built      bool
 	inputShape []int
@@ -55,11 +55,16 @@ type Model struct {
 	frozen  bool // SetTrainable(false) (trainable.go)
 	fitting bool // a Fit runs: the trainable set is fixed until it ends
 
-	step   int64             // training steps taken, drives dropout seeds
-	grads  [][][]float32     // each replica's gradient buffers, kept from step to step (fit.go)
-	reuse  [][]*tensor.Reuse // each replica's output storage per layer, kept from step to step (fit.go)
-	mw     multiWorker       // training across workers (multiworker.go)
-	stdout io.Writer         // where text goes; nil: os.Stdout at the time of writing
+	step  int64             // training steps taken, drives dropout seeds
+	grads [][][]float32     // each replica's gradient buffers, kept from step to step (fit.go)
+	reuse [][]*tensor.Reuse // each replica's output storage per layer, kept from step to step (fit.go)
+	mw    multiWorker       // training across workers (multiworker.go)
+	// counters of the step paths taken, which tests read.
+	counters struct {
+		replicaTermSteps atomic.Int64 // replicas' gradients summed as the optimizer read them (terms.go)
+		sharedTermSteps  atomic.Int64 // some gradient read from every worker's memory (multiworker.go)
+	}
+	stdout io.Writer // where text goes; nil: os.Stdout at the time of writing
 	mu     sync.Mutex
 }
 
@@ -203,62 +208,11 @@ func (m *Model) build(in []int) error {
 		shapes[i] = out
 		cur = out
 	}
-	if m.engine != nil {
-		for _, l := range m.layers {
-			if r, ok := l.(layers.Regularized); ok && r.HasRegularizer() {
-				return fmt.Errorf("%w: model %s: layer %s has a KernelRegularizer, which a keras distribution (device mesh) does not apply yet: "+
-					"remove it, or train with a distribute strategy", ErrInvalidArgument, m.name, l.Name())
-			}
-		}
-		// Every worker starts from the chief's initial values.
-		inits, err := distribute.BroadcastFromChief(m.strategy, inits)
-		if err != nil {
-			return fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
-		}
-		if err := m.buildMesh(in, shapes, ranges, params, inits); err != nil {
-			return err
-		}
-		m.ownLayers()
-		return nil
-	}
-	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
-	// copy, every worker starting from the chief's values. Frozen ones stay watched by
-	// gradient tapes, so that unfreezing them later trains them.
-	names := make([]string, len(params))
-	trainable := make([]bool, len(params))
-	for i, p := range params {
-		names[i], trainable[i] = p.name, p.declared
-	}
-	mvs, err := distribute.NewMirroredVariables(m.strategy, names, inits, trainable)
+	st, err := m.newStore(params, inits)
 	if err != nil {
-		return fmt.Errorf("keras: create the variables of %s: %w", m.name, err)
+		return err
 	}
-	var devs []string
-	if len(mvs) > 0 {
-		devs = mvs[0].Devices()
-	} else if m.strategy.ExtendedMirrorsVariables() {
-		devs = m.strategy.ExtendedReplicaDevices()
-	} else {
-		devs = []string{m.strategy.ExtendedVariableDevice()}
-	}
-	vars := make([][]*tensor.Variable, len(devs))
-	for c := range devs {
-		vars[c] = make([]*tensor.Variable, len(params))
-		for i, v := range mvs {
-			vars[c][i] = v.Get(c)
-		}
-	}
-	if c, ok := m.strategy.(distribute.Coordinated); ok && len(vars) > 0 {
-		// Variables made in a ParameterServerStrategy's scope live on the ps tasks (as in
-		// TensorFlow), for Fit and for a ClusterCoordinator's custom loop alike; this
-		// process's copy stands for them.
-		st, err := placeOnPS(c, m.name, params, vars[0])
-		if err != nil {
-			return fmt.Errorf("keras: place the variables of %s on the parameter servers: %w", m.name, err)
-		}
-		m.ps = st
-	}
-	m.inputShape, m.outShapes, m.paramRange, m.params, m.devices, m.vars = append([]int(nil), in...), shapes, ranges, params, devs, vars
+	m.inputShape, m.outShapes, m.paramRange, m.params, m.store = append([]int(nil), in...), shapes, ranges, params, st
 	m.built = true
 	m.ownLayers()
 	return nil
@@ -357,10 +311,7 @@ func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uin
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
-	if m.engine != nil {
-		return m.meshForward(x, training, stepSeed)
-	}
-	return m.forwardVals(readValues(m.vars[c], read), x, training, stepSeed, reuse)
+	return m.store.forward(m, c, x, training, stepSeed, read, reuse)
 }
 
 // forwardVals runs the layers with the given values of the variables (one per parameter);
@@ -421,15 +372,9 @@ func (m *Model) Call(x *tensor.Tensor, training bool) *tensor.Tensor {
 	m.mu.Lock()
 	m.step++
 	seed := mix(m.seed, uint64(m.step))
-	st := m.ps
+	st := m.store
 	m.mu.Unlock()
-	if st != nil {
-		// The variables live on the parameter servers: compute with their current values
-		// (read for this call: concurrent steps on the workers each use their own read),
-		// differentiable with respect to TrainableVariables.
-		return m.forwardVals(m.psRead(st), x, training, seed, nil)
-	}
-	return m.forward(m.currentCopy(x.Device()), x, training, seed)
+	return st.call(m, x, training, seed)
 }
 
 // currentCopy returns the variable copy for code running in the calling goroutine: the one
@@ -482,7 +427,7 @@ func (m *Model) ReplicaTrainableVariables(r int) []*tensor.Variable {
 }
 
 func (m *Model) variables(c int, trainableOnly bool) []*tensor.Variable {
-	m.syncFromPS()
+	m.refresh()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if !m.built {
@@ -491,16 +436,18 @@ func (m *Model) variables(c int, trainableOnly bool) []*tensor.Variable {
 	if err := m.syncTrainableLocked(); err != nil {
 		panic(err)
 	}
-	if m.engine != nil {
-		return m.meshVariables(trainableOnly)
+	return m.store.variables(m, c, trainableOnly)
+}
+
+// refresh brings the model's local variable copies up to date (from the parameter
+// servers, where they live there) before they are read.
+func (m *Model) refresh() {
+	m.mu.Lock()
+	st := m.store
+	m.mu.Unlock()
+	if st != nil {
+		st.refresh(m)
 	}
-	var out []*tensor.Variable
-	for i, v := range m.vars[c] {
-		if !trainableOnly || m.params[i].trainable {
-			out = append(out, v)
-		}
-	}
-	return out
 }
 
 // GetWeights returns copies of the values of all variables, in order.
@@ -536,24 +483,10 @@ func (m *Model) SetWeights(ws []*tensor.Tensor) (err error) {
 
 // assignAll sets variable i of every copy to data(i).
 func (m *Model) assignAll(data func(i int) []float32) {
-	if m.engine != nil {
-		m.meshAssign(data)
-		return
-	}
-	for _, copyVars := range m.vars {
-		for i, v := range copyVars {
-			v.AssignData(data(i))
-		}
-	}
 	m.mu.Lock()
-	st := m.ps
+	st := m.store
 	m.mu.Unlock()
-	if st != nil {
-		// The values proper live on the parameter servers.
-		for i, sv := range st.svars {
-			sv.Assign(m.vars[0][i].Value())
-		}
-	}
+	st.assign(m, data)
 }
 
 // CountParams returns the number of values in the model's variables.
@@ -727,17 +660,10 @@ func (m *Model) Losses() []*tensor.Tensor {
 	if !m.Built() {
 		panic(fmt.Errorf("%w: model %s is not built yet; call it on a batch first", ErrInvalidArgument, m.name))
 	}
-	var vals []*tensor.Tensor
 	m.mu.Lock()
-	st := m.ps
+	st := m.store
 	m.mu.Unlock()
-	if st != nil {
-		vals = m.psRead(st)
-	} else {
-		for _, v := range m.variables(m.scopeCopy(), false) {
-			vals = append(vals, v.Value())
-		}
-	}
+	vals := st.values(m)
 	var out []*tensor.Tensor
 	for i := range m.layers {
 		if p := m.layerPenalty(i, vals); p != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"godist/distlib/data"
@@ -157,17 +156,6 @@ func (wb *workerBalance) update(slots []float32) {
 	}
 }
 
-// sharedTermSteps counts the training steps whose optimizer read some gradient from every
-// worker's memory, summing as it read (WaitTerms gave more than one term); the multi-worker
-// tests check that their large layer took that path.
-var sharedTermSteps atomic.Int64
-
-// bucketStrategy is implemented by strategies that reduce gradients across workers in buckets.
-type bucketStrategy interface {
-	ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
-	ExtendedTimeout() time.Duration
-}
-
 // shardModeOf returns how the workers of m's strategy split ds: the strategy applies its
 // AutoShardPolicy (the rule ExperimentalDistributeDataset applies too).
 func (m *Model) shardModeOf(op string, ds *data.Dataset) shardMode {
@@ -210,11 +198,10 @@ func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor, train bool) (*t
 // trainStepBuckets is trainStep for one local replica on several workers: a layer-by-layer
 // backward pass whose gradients are all-reduced in buckets while it goes on. ok is false
 // when the strategy does not train that way (Fit then uses the general path).
-func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globalBatch int, seed uint64, metrics []*Metric) (st stats, ok bool, err error) {
+func (m *Model) trainStepBuckets(ctx context.Context, bs distribute.GradientBucketing, x, y *tensor.Tensor, globalBatch int, seed uint64, metrics []*Metric) (st stats, ok bool, err error) {
 	devs := m.strategy.ExtendedReplicaDevices()
 	_, workers := m.strategy.ExtendedWorker()
-	bs, isBS := m.strategy.(bucketStrategy)
-	if workers <= 1 || len(devs) != 1 || len(m.vars) != 1 || !isBS {
+	if workers <= 1 || len(devs) != 1 || len(m.vars) != 1 || bs == nil {
 		return stats{}, false, nil
 	}
 	vars := m.variables(0, true)
@@ -309,7 +296,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, x, y *tensor.Tensor, globa
 		shared = shared || len(grads[k]) > 1
 	}
 	if shared {
-		sharedTermSteps.Add(1)
+		m.counters.sharedTermSteps.Add(1)
 	}
 	if err := m.optimizer.applyTerms([][]gradTerms{grads}, [][]*tensor.Variable{vars}); err != nil {
 		return stats{}, true, err

@@ -179,7 +179,7 @@ func mwHelper(mode string) error {
 		return err
 	}
 	if m.mw.bucketer != nil {
-		fmt.Printf("buckets %d, steps summed from shared memory %d\n", m.mw.bucketer.NumBuckets(), sharedTermSteps.Load())
+		fmt.Printf("buckets %d, steps summed from shared memory %d\n", m.mw.bucketer.NumBuckets(), m.counters.sharedTermSteps.Load())
 	}
 	fmt.Printf("worker %d of %d: loss %.6f accuracy %.4f\n", index, workers, res.Logs["loss"], res.Logs["accuracy"])
 	return os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("GODIST_KERAS_MW_OUT"), index), b, 0o644)

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"godist/distlib/device"
 	"godist/distlib/distribute"
 	"godist/distlib/optim"
 	"godist/distlib/tensor"
@@ -266,26 +265,7 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 		return fmt.Errorf("%w: ApplyGradients under %s with an optimizer made in the scope of %s: make the optimizer inside the strategy's Scope, with the model",
 			ErrInvalidArgument, cur.Name(), s.Name())
 	}
-	if c, ok := s.(distribute.Coordinated); ok {
-		// The variables proper live on the parameter servers: push the gradients there,
-		// where the optimizer's rule updates them (a ClusterCoordinator step, or the
-		// coordinator itself).
-		return o.applyOnPS(c, grads, vars)
-	}
-	var inRun bool
-	if ta, ok := s.(distribute.GradientTermsApplier); ok {
-		// The summed gradients as terms read where they lie (every worker's, where the
-		// workers share memory): the rule sums them as it reads them.
-		inRun, err = ta.ExtendedApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
-			gt := make([]gradTerms, len(terms))
-			for i, t := range terms {
-				gt[i] = t
-			}
-			return o.applyTerms([][]gradTerms{gt}, [][]*tensor.Variable{vars})
-		})
-	} else {
-		inRun, err = s.ExtendedApplyGradients(device.Current(), grads, apply)
-	}
+	inRun, err := o.applyThrough(s, grads, vars, apply)
 	if inRun {
 		return err
 	}

@@ -98,23 +98,12 @@ func (m *Model) psSetup(s distribute.Coordinated) (*psModel, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	st := m.ps
+	st, _ := m.store.(*psModel)
 	if st == nil || st.s != s {
 		return nil, fmt.Errorf("%w: model %s was not built in the scope of %s: make it inside strategy.Scope", ErrInvalidArgument, m.name, s.Name())
 	}
 	st.opt = opt
 	return st, nil
-}
-
-// syncFromPS gives this process's copy of a model whose variables live on the parameter
-// servers their current values (before the coordinator reads them).
-func (m *Model) syncFromPS() {
-	m.mu.Lock()
-	st := m.ps
-	m.mu.Unlock()
-	if st != nil {
-		m.psPull(st)
-	}
 }
 
 // psPullContext copies the ps values into every copy of the model's variables.

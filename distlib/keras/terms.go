@@ -1,22 +1,10 @@
 package keras
 
 import (
-	"sync/atomic"
 
 	"godist/distlib/tensor"
 	"godist/internal/simd"
 )
-
-// termsStrategy is implemented by strategies whose replicas' gradients the optimizer can
-// sum as it reads them (distribute's ExtendedSumTerms).
-type termsStrategy interface {
-	ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
-}
-
-// replicaTermSteps counts the training steps whose replicas' optimizers read every
-// replica's gradients where they lie (ExtendedSumTerms); the tests check that Mirrored on
-// CPUs takes that path.
-var replicaTermSteps atomic.Int64
 
 // applyReplicaTerms ends a step of several local replicas whose strategy handed their
 // gradients over as terms (ExtendedSumTerms, tensors in the order of trainStep's lists:
@@ -37,7 +25,7 @@ func (m *Model) applyReplicaTerms(terms [][][]float32, nTrain int) (stats, error
 	if err := m.optimizer.applyTerms(grads, vars); err != nil {
 		return stats{}, err
 	}
-	replicaTermSteps.Add(1)
+	m.counters.replicaTermSteps.Add(1)
 	return statsFrom(sumInOrder(terms[nTrain])), nil
 }
 

@@ -68,7 +68,7 @@ func (m *Model) syncTrainableLocked() error {
 	if len(changed) == 0 {
 		return nil
 	}
-	if m.engine != nil || m.ps != nil {
+	if m.store.fixedTrainable() {
 		return fmt.Errorf("%w: model %s: the trainable flag of %s changed after the model was built; under %s the trainable "+
 			"weights are fixed when the model is built: call SetTrainable before (before the first layer gets an input "+
 			"shape or the model sees its first batch)", ErrInvalidArgument, m.name, changed[0], m.strategy.Name())

@@ -34,21 +34,33 @@ type trainer interface {
 	end()
 }
 
-// trainerFor returns the trainer of m on its strategy: the strategy decides, through the
-// seam's interfaces, never by its concrete type.
+// trainerFor returns the trainer of m: the only place keras asks the strategy what it can
+// do, through the seam's interfaces (distribute's capabilities), never by its concrete type.
+// A model a keras distribution made trains on its device mesh whatever the strategy.
 func (m *Model) trainerFor() trainer {
-	if c, ok := m.strategy.(distribute.Coordinated); ok {
-		return &psTrainer{m: m, s: c}
-	}
 	if m.engine != nil {
 		return &meshTrainer{syncTrainer{m: m}}
 	}
-	return &syncTrainer{m: m}
+	if c, ok := m.strategy.(distribute.Coordinated); ok {
+		return &psTrainer{m: m, s: c}
+	}
+	e := &syncTrainer{m: m}
+	e.paths.terms, _ = m.strategy.(distribute.ReplicaTermsSummer)
+	e.paths.buckets, _ = m.strategy.(distribute.GradientBucketing)
+	return e
+}
+
+// stepPaths are the ways of running one synchronous step the strategy offers besides its
+// all-reduce (nil: not offered).
+type stepPaths struct {
+	terms   distribute.ReplicaTermsSummer // local replicas' gradients summed as the optimizer reads them
+	buckets distribute.GradientBucketing  // one replica per worker: gradients reduced in buckets during backward
 }
 
 // syncTrainer runs every step at once on the strategy's replicas (and workers), in sync.
 type syncTrainer struct {
 	m       *Model
+	paths   stepPaths
 	metrics []*Metric
 	global  int // rows of the global batch whose share pickRows took last; 0: none
 }
@@ -88,7 +100,7 @@ func (e *syncTrainer) batchesPerStep() int { return 1 }
 func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
 	global := e.global // set when pickRows' function took this batch's rows
 	e.global = 0
-	st, err := e.m.trainStep(ctx, batches[0], e.metrics, global)
+	st, err := e.m.trainStep(ctx, batches[0], e.metrics, global, e.paths)
 	return st, true, err
 }
 

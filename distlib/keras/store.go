@@ -1,0 +1,298 @@
+package keras
+
+import (
+	"fmt"
+
+	"godist/distlib/device"
+	"godist/distlib/distribute"
+	"godist/distlib/keras/layers"
+	"godist/distlib/tensor"
+)
+
+// varStore is where a built model's variables live. build chooses it once (newStore):
+// the strategy's copies (one per replica, or one shared copy: mirroredStore), copies that
+// stand for variables on parameter servers (psModel, for a distribute.Coordinated
+// strategy), or every device's part on a keras distribution's device mesh (meshStore). The
+// model's variable operations ask the store; no other keras file branches on where the
+// variables live (trainerFor picks the training loop the same way).
+//
+// m.vars[c] is variable copy c in every store: a replica's copy, or a mesh device's part.
+type varStore interface {
+	// forward runs the layers on x with variable copy c read through read (Value, or
+	// StepValue in a training step); reuse as in applyLayers.
+	forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor
+	// call is Model.Call's forward pass: the copy of the caller's replica, or values read
+	// from where the variables live.
+	call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor
+	// values returns the current value of every parameter for code on the calling
+	// goroutine (Losses' penalties), differentiable with respect to TrainableVariables.
+	values(m *Model) []*tensor.Tensor
+	// refresh brings the local copies up to date before they are read.
+	refresh(m *Model)
+	// variables returns copy c's variables (the trainable ones only, or all); m.mu is held.
+	variables(m *Model, c int, trainableOnly bool) []*tensor.Variable
+	// assign sets parameter i of every copy (and where the variables live) to data(i).
+	assign(m *Model, data func(i int) []float32)
+	// fixedTrainable reports whether the trainable set is fixed when the model is built.
+	fixedTrainable() bool
+	// slotState returns optimizer o's state of parameter i (global variable v) with the
+	// slots' global values, nil when it has none; o.mu is held.
+	slotState(m *Model, o *Optimizer, i int, v *tensor.Variable) *slotState
+	// slotParts returns, for parameter i's optimizer slot of global value g, the part each
+	// variable copy keeps (parts[c]); copies may share memory.
+	slotParts(i int, g []float32) (parts [][]float32, err error)
+}
+
+// newStore creates the variables of a model being built: params with their initial
+// values inits, laid out by the model's mesh engine when a keras distribution made it, else
+// by its strategy. It sets m.devices and m.vars; m.mu is held.
+func (m *Model) newStore(params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
+	if m.engine != nil {
+		return m.newMeshStore(params, inits)
+	}
+	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
+	// copy, every worker starting from the chief's values. Frozen ones stay watched by
+	// gradient tapes, so that unfreezing them later trains them.
+	names := make([]string, len(params))
+	trainable := make([]bool, len(params))
+	for i, p := range params {
+		names[i], trainable[i] = p.name, p.declared
+	}
+	mvs, err := distribute.NewMirroredVariables(m.strategy, names, inits, trainable)
+	if err != nil {
+		return nil, fmt.Errorf("keras: create the variables of %s: %w", m.name, err)
+	}
+	var devs []string
+	if len(mvs) > 0 {
+		devs = mvs[0].Devices()
+	} else if m.strategy.ExtendedMirrorsVariables() {
+		devs = m.strategy.ExtendedReplicaDevices()
+	} else {
+		devs = []string{m.strategy.ExtendedVariableDevice()}
+	}
+	vars := make([][]*tensor.Variable, len(devs))
+	for c := range devs {
+		vars[c] = make([]*tensor.Variable, len(params))
+		for i, v := range mvs {
+			vars[c][i] = v.Get(c)
+		}
+	}
+	m.devices, m.vars = devs, vars
+	if c, ok := m.strategy.(distribute.Coordinated); ok && len(vars) > 0 {
+		// Variables made in a ParameterServerStrategy's scope live on the ps tasks (as in
+		// TensorFlow), for Fit and for a ClusterCoordinator's custom loop alike; this
+		// process's copy stands for them.
+		st, err := placeOnPS(c, m.name, params, vars[0])
+		if err != nil {
+			return nil, fmt.Errorf("keras: place the variables of %s on the parameter servers: %w", m.name, err)
+		}
+		return st, nil
+	}
+	return mirroredStore{}, nil
+}
+
+// mirroredStore: the strategy's copies, one per replica (mirrored) or one shared copy.
+type mirroredStore struct{}
+
+func (mirroredStore) forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
+	return m.forwardVals(readValues(m.vars[c], read), x, training, seed, reuse)
+}
+
+func (s mirroredStore) call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
+	return s.forward(m, m.currentCopy(x.Device()), x, training, seed, (*tensor.Variable).Value, nil)
+}
+
+func (mirroredStore) values(m *Model) []*tensor.Tensor {
+	var vals []*tensor.Tensor
+	for _, v := range m.variables(m.scopeCopy(), false) {
+		vals = append(vals, v.Value())
+	}
+	return vals
+}
+
+func (mirroredStore) refresh(*Model) {}
+
+func (mirroredStore) variables(m *Model, c int, trainableOnly bool) []*tensor.Variable {
+	var out []*tensor.Variable
+	for i, v := range m.vars[c] {
+		if !trainableOnly || m.params[i].trainable {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func (mirroredStore) assign(m *Model, data func(i int) []float32) {
+	for _, copyVars := range m.vars {
+		for i, v := range copyVars {
+			v.AssignData(data(i))
+		}
+	}
+}
+
+func (mirroredStore) fixedTrainable() bool { return false }
+
+func (mirroredStore) slotState(_ *Model, o *Optimizer, _ int, v *tensor.Variable) *slotState {
+	return o.slots[v]
+}
+
+func (mirroredStore) slotParts(_ int, g []float32) ([][]float32, error) { return nil, nil }
+
+// The parameter-server store is psModel (ps_fit.go): this process's copy stands for the
+// variables on the ps tasks; reads fetch their values, assignments write them there too.
+
+func (st *psModel) forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
+	return mirroredStore{}.forward(m, c, x, training, seed, read, reuse)
+}
+
+// call computes with the values read for this call (concurrent steps on the workers each
+// use their own read), differentiable with respect to TrainableVariables.
+func (st *psModel) call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
+	return m.forwardVals(m.psRead(st), x, training, seed, nil)
+}
+
+func (st *psModel) values(m *Model) []*tensor.Tensor { return m.psRead(st) }
+
+func (st *psModel) refresh(m *Model) { m.psPull(st) }
+
+func (st *psModel) variables(m *Model, c int, trainableOnly bool) []*tensor.Variable {
+	return mirroredStore{}.variables(m, c, trainableOnly)
+}
+
+func (st *psModel) assign(m *Model, data func(i int) []float32) {
+	mirroredStore{}.assign(m, data)
+	// The values proper live on the parameter servers.
+	for i, sv := range st.svars {
+		sv.Assign(m.vars[0][i].Value())
+	}
+}
+
+func (st *psModel) fixedTrainable() bool { return true }
+
+func (st *psModel) slotState(m *Model, o *Optimizer, i int, v *tensor.Variable) *slotState {
+	return o.slots[v]
+}
+
+func (st *psModel) slotParts(int, []float32) ([][]float32, error) { return nil, nil }
+
+// meshStore: every mesh device's part of each parameter, laid out by the engine
+// (mesh_hook.go).
+type meshStore struct{ e MeshEngine }
+
+func (s meshStore) forward(m *Model, _ int, x *tensor.Tensor, training bool, seed uint64, _ func(*tensor.Variable) *tensor.Tensor, _ []*tensor.Reuse) *tensor.Tensor {
+	return m.meshForward(x, training, seed)
+}
+
+func (s meshStore) call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
+	return s.forward(m, 0, x, training, seed, nil, nil)
+}
+
+func (s meshStore) values(m *Model) []*tensor.Tensor {
+	var vals []*tensor.Tensor
+	for _, v := range m.variables(0, false) {
+		vals = append(vals, v.Value())
+	}
+	return vals
+}
+
+func (meshStore) refresh(*Model) {}
+
+func (meshStore) variables(m *Model, _ int, trainableOnly bool) []*tensor.Variable {
+	return m.meshVariables(trainableOnly)
+}
+
+func (meshStore) assign(m *Model, data func(i int) []float32) { m.meshAssign(data) }
+
+func (meshStore) fixedTrainable() bool { return true }
+
+// slotState assembles the optimizer state every device keeps for its part, as the
+// parameter is assembled.
+func (s meshStore) slotState(m *Model, o *Optimizer, i int, v *tensor.Variable) *slotState {
+	var first *slotState
+	parts := make([][][]float32, o.nslots) // parts[k][device]
+	for d := range m.vars {
+		st := o.slots[m.vars[d][i]]
+		if st == nil {
+			return nil // never updated (frozen, or no step yet)
+		}
+		if first == nil {
+			first = st
+		}
+		for k := range parts {
+			parts[k] = append(parts[k], st.slots[k])
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	out := &slotState{t: first.t, slots: make([][]float32, o.nslots)}
+	for k := range parts {
+		g, err := s.e.Gather(i, parts[k])
+		if err != nil {
+			panic(fmt.Errorf("keras: optimizer slot %d of %s: %w", k, v.Name(), err))
+		}
+		out.slots[k] = g
+	}
+	return out
+}
+
+func (s meshStore) slotParts(i int, g []float32) ([][]float32, error) { return s.e.Scatter(i, g) }
+
+// newMeshStore lays the parameters out on the model's device mesh, every worker starting
+// from the chief's initial values; m.mu is held.
+func (m *Model) newMeshStore(params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
+	for _, l := range m.layers {
+		if r, ok := l.(layers.Regularized); ok && r.HasRegularizer() {
+			return nil, fmt.Errorf("%w: model %s: layer %s has a KernelRegularizer, which a keras distribution (device mesh) does not apply yet: "+
+				"remove it, or train with a distribute strategy", ErrInvalidArgument, m.name, l.Name())
+		}
+	}
+	inits, err := distribute.BroadcastFromChief(m.strategy, inits)
+	if err != nil {
+		return nil, fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
+	}
+	specs := make([]MeshParam, len(params))
+	for p := range params {
+		specs[p] = MeshParam{Path: params[p].name, Layer: params[p].layer, Init: inits[p], Trainable: params[p].trainable}
+	}
+	if err := m.engine.Build(m.layers, specs); err != nil {
+		return nil, fmt.Errorf("keras: lay out model %s on the device mesh: %w", m.name, err)
+	}
+	m.devices, m.vars = m.engine.Devices(), m.engine.DeviceVariables()
+	return meshStore{m.engine}, nil
+}
+
+// psStore returns the model's parameter-server store, or nil when its variables live
+// elsewhere (or it is not built).
+func (m *Model) psStore() *psModel {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	st, _ := m.store.(*psModel)
+	return st
+}
+
+// applyThrough is how an optimizer's ApplyGradients in a custom loop reaches variables
+// that live where strategy s keeps them (the custom loop's trainerFor): pushed to the
+// parameter servers of a Coordinated strategy; inside a Run, the replicas' gradients
+// summed by s (as terms read where they lie when s offers it) and apply called per copy.
+// inRun is false when no Run of s is in progress: the caller applies grads itself.
+func (o *Optimizer) applyThrough(s distribute.Strategy, grads []*tensor.Tensor, vars []*tensor.Variable, apply func([]*tensor.Tensor) error) (inRun bool, err error) {
+	if c, ok := s.(distribute.Coordinated); ok {
+		// The variables proper live on the parameter servers: push the gradients there,
+		// where the optimizer's rule updates them (a ClusterCoordinator step, or the
+		// coordinator itself).
+		return true, o.applyOnPS(c, grads, vars)
+	}
+	if ta, ok := s.(distribute.GradientTermsApplier); ok {
+		// The summed gradients as terms read where they lie (every worker's, where the
+		// workers share memory): the rule sums them as it reads them.
+		return ta.ExtendedApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
+			gt := make([]gradTerms, len(terms))
+			for i, t := range terms {
+				gt[i] = t
+			}
+			return o.applyTerms([][]gradTerms{gt}, [][]*tensor.Variable{vars})
+		})
+	}
+	return s.ExtendedApplyGradients(device.Current(), grads, apply)
+}
