@@ -12,8 +12,8 @@ import (
 )
 
 // The cluster panel: one table of a job's tasks (chief/worker/ps, host:port, state, epoch,
-// step, samples/s, last log line), fed by events from its source (%%distributed, a
-// cluster.Launch from a cell, a ClusterCoordinator), drawn live as an HTML widget with a
+// step, samples/s, last log line), fed by the task events its source publishes through
+// package progress (%%distributed, a cluster.Launch from a cell, a ClusterCoordinator), drawn live as an HTML widget with a
 // Stop button where the widget front end is Ready, and printed once as a text table at the
 // end elsewhere.
 //
