@@ -29,29 +29,18 @@ func isIdentByte(b byte) bool {
 	return b == '_' || b >= 'a' && b <= 'z' || b >= 'A' && b <= 'Z' || b >= '0' && b <= '9' || b >= 0x80
 }
 
-// runeOffset converts a cursor in code points to a byte offset.
-func runeOffset(code string, cursor int) int {
-	if cursor <= 0 {
-		return 0
-	}
-	n := 0
-	for i := range code {
-		if n == cursor {
-			return i
-		}
-		n++
-	}
-	return len(code)
+// clampCursor keeps a cursor (a byte offset) inside code.
+func clampCursor(code string, cursor int) int {
+	return min(max(cursor, 0), len(code))
 }
 
-func runeCount(code string, byteOff int) int { return len([]rune(code[:byteOff])) }
-
-// Complete returns the completions of the identifier before cursor (in code points) and
-// the range [start, end) it replaces: package members after "pkg.", fields and methods
+// Complete returns the completions of the identifier before cursor and the range
+// [start, end) it replaces, all three byte offsets into code (the kernel converts the
+// protocol's code points): package members after "pkg.", fields and methods
 // after "x." for a variable x, otherwise variables, declarations, imported packages,
 // keywords and builtins.
 func (s *Session) Complete(code string, cursor int) (matches []string, start, end int) {
-	at := runeOffset(code, cursor)
+	at := clampCursor(code, cursor)
 	b := at
 	for b > 0 && isIdentByte(code[b-1]) {
 		b--
@@ -78,7 +67,7 @@ func (s *Session) Complete(code string, cursor int) (matches []string, start, en
 		}
 	}
 	sort.Strings(matches)
-	return matches, runeCount(code, b), cursor
+	return matches, b, at
 }
 
 // names lists what an identifier may complete to.
@@ -200,11 +189,11 @@ func valueMembers(v reflect.Value) []string {
 	return out
 }
 
-// Inspect describes the name at cursor (in code points): a package member's signature and
+// Inspect describes the name at cursor (a byte offset into code): a package member's signature and
 // documentation (distlib documentation is generated into interp/symbols), a variable's type
 // and value, or a declaration's source. found is false when nothing is known of the name.
 func (s *Session) Inspect(code string, cursor, detail int) (data map[string]any, found bool) {
-	at := runeOffset(code, cursor)
+	at := clampCursor(code, cursor)
 	b, e := at, at
 	for b > 0 && (isIdentByte(code[b-1]) || code[b-1] == '.') {
 		b--

@@ -46,10 +46,12 @@ func TestCompleteUnexecutedCell(t *testing.T) {
 		{"total, count := 1, 2\ncou", "count", 21},
 		{"type Point struct{}\nvar origin Point\nPoi", "Point", 37},
 		{"var origin = 1\nori", "origin", 15},
+		// Offsets are bytes: "日本" is two code points and six bytes.
+		{"import \"strings\"\nv := \"日本\"\nstrings.ToU", "ToUpper", 39},
 	}
 	for _, tt := range tests {
-		matches, start, end := s.Complete(tt.code, len([]rune(tt.code)))
-		if !contains(matches, tt.want) || start != tt.from || end != len([]rune(tt.code)) {
+		matches, start, end := s.Complete(tt.code, len(tt.code))
+		if !contains(matches, tt.want) || start != tt.from || end != len(tt.code) {
 			t.Errorf("Complete(%q) = %v, %d, %d, want %q from %d", tt.code, matches, start, end, tt.want, tt.from)
 		}
 	}
@@ -85,7 +87,7 @@ func TestInspectStdlib(t *testing.T) {
 		{"import \"fmt\"\nfmt", 0, []string{"package fmt", "formatted I/O"}, nil},
 	}
 	for _, tt := range tests {
-		data, found := s.Inspect(tt.code, len([]rune(tt.code)), tt.detail)
+		data, found := s.Inspect(tt.code, len(tt.code), tt.detail)
 		if !found {
 			t.Errorf("Inspect(%q, %d) found nothing", tt.code, tt.detail)
 			continue
@@ -203,7 +205,7 @@ func TestCompleteTyped(t *testing.T) {
 		{"n := 3\nn.", nil, []string{"String"}},
 	}
 	for _, tt := range tests {
-		matches, _, _ := s.Complete(tt.code, len([]rune(tt.code)))
+		matches, _, _ := s.Complete(tt.code, len(tt.code))
 		for _, w := range tt.want {
 			if !contains(matches, w) {
 				t.Errorf("Complete(%q) = %v, want %s", tt.code, matches, w)
@@ -240,12 +242,12 @@ func TestInspectTyped(t *testing.T) {
 		{"q := org\nq", "q Pt2"},
 		{"w := op\nw", "w *Pt2"},
 	} {
-		if data, found := s.Inspect(tt.code, len([]rune(tt.code)), 0); !found || data["text/plain"] != tt.want {
+		if data, found := s.Inspect(tt.code, len(tt.code), 0); !found || data["text/plain"] != tt.want {
 			t.Errorf("Inspect(%q) = %v, %v, want %q", tt.code, data, found, tt.want)
 		}
 	}
 	for _, tt := range tests {
-		data, found := s.Inspect(tt.code, len([]rune(tt.code)), 0)
+		data, found := s.Inspect(tt.code, len(tt.code), 0)
 		if !found || data["text/plain"] != tt.want {
 			t.Errorf("Inspect(%q) = %v, %v, want %q", tt.code, data, found, tt.want)
 		}

@@ -439,7 +439,7 @@ func TestCompleteInspect(t *testing.T) {
 		{"fo", "for", 0},
 	}
 	for _, tt := range tests {
-		matches, start, end := s.Complete(tt.code, len([]rune(tt.code)))
+		matches, start, end := s.Complete(tt.code, len(tt.code))
 		found := false
 		for _, m := range matches {
 			found = found || m == tt.want

@@ -10,8 +10,8 @@ import (
 // while Complete or Inspect are not called: the shell channel is sequential), and cancels
 // Execute's context on interrupt and shutdown.
 //
-// Offsets (cursor, start, end) are byte offsets into code; the kernel converts the code
-// point offsets of the protocol.
+// Offsets (cursor, start, end) are byte offsets into code. The protocol counts code points;
+// the kernel converts them on the way in and out (cursor.go), and no executor converts.
 type Executor interface {
 	// Execute runs code, sending its output to out. A non-nil *Result is the value of a
 	// final expression, shown as execute_result. A returned *ExecError (or any error) is

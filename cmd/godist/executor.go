@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"unicode/utf8"
 
 	"godist/interp"
 	"godist/kernel"
@@ -55,14 +54,14 @@ func (e *sessionExecutor) Execute(ctx context.Context, code string, out kernel.O
 	return &kernel.Result{Data: res.Data, Metadata: res.Metadata}, nil
 }
 
-// Complete implements kernel.Executor: the kernel speaks byte offsets, interp code points.
+// Complete implements kernel.Executor. The kernel and the session both take and give byte
+// offsets: only the kernel converts the protocol's code points.
 func (e *sessionExecutor) Complete(code string, cursor int) ([]string, int, int) {
 	s, err := e.session()
 	if err != nil {
 		return nil, cursor, cursor
 	}
-	matches, start, end := s.Complete(code, codePoints(code, cursor))
-	return matches, byteOffset(code, start), byteOffset(code, end)
+	return s.Complete(code, cursor)
 }
 
 // Inspect implements kernel.Executor.
@@ -71,7 +70,7 @@ func (e *sessionExecutor) Inspect(code string, cursor, detail int) (map[string]a
 	if err != nil {
 		return nil, false
 	}
-	return s.Inspect(code, codePoints(code, cursor), detail)
+	return s.Inspect(code, cursor, detail)
 }
 
 // IsComplete implements kernel.Executor.
@@ -90,27 +89,4 @@ func (e *sessionExecutor) Close() error {
 		return nil
 	}
 	return s.Close()
-}
-
-// codePoints converts a byte offset of s into a code point offset, clamped to s.
-func codePoints(s string, b int) int {
-	if b <= 0 {
-		return 0
-	}
-	if b > len(s) {
-		b = len(s)
-	}
-	return utf8.RuneCountInString(s[:b])
-}
-
-// byteOffset converts a code point offset of s into a byte offset, clamped to s.
-func byteOffset(s string, cp int) int {
-	n := 0
-	for i := range s {
-		if n == cp {
-			return i
-		}
-		n++
-	}
-	return len(s)
 }

@@ -247,20 +247,3 @@ func kernelRunScript(t *testing.T, script string) {
 		t.Errorf("%s ran no test\n%s", script, out)
 	}
 }
-
-func TestOffsets(t *testing.T) {
-	tests := []struct {
-		s          string
-		bytes, cps int
-	}{
-		{"abc", 2, 2}, {"é:=x", 2, 1}, {"é:=x", 5, 4}, {"日本", 6, 2}, {"", 0, 0},
-	}
-	for _, tt := range tests {
-		if got := codePoints(tt.s, tt.bytes); got != tt.cps {
-			t.Errorf("codePoints(%q, %d) = %d, want %d", tt.s, tt.bytes, got, tt.cps)
-		}
-		if got := byteOffset(tt.s, tt.cps); got != tt.bytes {
-			t.Errorf("byteOffset(%q, %d) = %d, want %d", tt.s, tt.cps, got, tt.bytes)
-		}
-	}
-}
