@@ -33,7 +33,7 @@ type Comm struct {
 // widget's display message that way), else the latest message the front end sent on c.
 // Text the cell printed before is flushed first, so that output keeps its order.
 func (c *Comm) Send(data map[string]any, buffers ...[]byte) {
-	c.k.publish(c.sendParent(), "comm_msg", map[string]any{"comm_id": c.ID, "data": orMap(data)}, buffers...)
+	c.k.publish(c.sendParent(), "comm_msg", commData{CommID: c.ID, Data: orMap(data)}, buffers...)
 }
 
 func (c *Comm) sendParent() *Message {
@@ -56,7 +56,7 @@ func (c *Comm) Reply(data map[string]any, buffers ...[]byte) {
 	if out := c.k.runningCell(); out != nil {
 		out.flush()
 	}
-	c.k.publish(parent, "comm_msg", map[string]any{"comm_id": c.ID, "data": orMap(data)}, buffers...)
+	c.k.publish(parent, "comm_msg", commData{CommID: c.ID, Data: orMap(data)}, buffers...)
 }
 
 // Close closes the comm from the kernel's side.
@@ -64,7 +64,7 @@ func (c *Comm) Close(data map[string]any) {
 	c.k.commMu.Lock()
 	delete(c.k.comms, c.ID)
 	c.k.commMu.Unlock()
-	c.k.publish(c.sendParent(), "comm_close", map[string]any{"comm_id": c.ID, "data": orMap(data)})
+	c.k.publish(c.sendParent(), "comm_close", commData{CommID: c.ID, Data: orMap(data)})
 }
 
 // runningCell returns the running cell's output, nil between cells.
@@ -97,7 +97,7 @@ func (k *Kernel) OpenCommWithMetadata(target string, data, metadata map[string]a
 		out.flush()
 		parent = out.parent
 	}
-	k.publishMeta(parent, "comm_open", map[string]any{"comm_id": c.ID, "target_name": target, "data": orMap(data)}, metadata)
+	k.publishMeta(parent, "comm_open", commOpen{CommID: c.ID, TargetName: target, Data: orMap(data)}, metadata)
 	return c, nil
 }
 
@@ -177,7 +177,7 @@ func (k *Kernel) commOpen(m *Message) {
 		} else {
 			k.log.Printf("comm_open: comm %s is already open", c.CommID)
 		}
-		k.publish(m, "comm_close", map[string]any{"comm_id": c.CommID, "data": map[string]any{}})
+		k.publish(m, "comm_close", commData{CommID: c.CommID, Data: map[string]any{}})
 		return
 	}
 	t.Open(comm, orMap(c.Data))
@@ -288,15 +288,15 @@ func (k *Kernel) commInfo(m *Message) {
 		TargetName string `json:"target_name"`
 	}
 	_ = json.Unmarshal(m.Content, &req)
-	comms := map[string]any{}
+	comms := map[string]commInfo{}
 	k.commMu.Lock()
 	for id, c := range k.comms {
 		if req.TargetName == "" || req.TargetName == c.Target {
-			comms[id] = map[string]any{"target_name": c.Target}
+			comms[id] = commInfo{TargetName: c.Target}
 		}
 	}
 	k.commMu.Unlock()
-	k.send(k.shell, &k.shellMu, m, "comm_info_reply", map[string]any{"status": "ok", "comms": comms})
+	k.send(k.shell, &k.shellMu, m, "comm_info_reply", commInfoReply{Status: "ok", Comms: comms})
 }
 
 // EchoTarget is a comm target that sends every message back unchanged. Front ends and

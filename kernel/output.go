@@ -71,7 +71,7 @@ func (o *cellOutput) flushLocked(all bool) {
 	if s == "" {
 		return
 	}
-	o.k.publish(o.parent, "stream", map[string]any{"name": o.name, "text": s})
+	o.k.publish(o.parent, "stream", streamContent{Name: o.name, Text: s})
 }
 
 // splitIncomplete splits off a trailing incomplete UTF-8 sequence.
@@ -109,10 +109,7 @@ func (o *cellOutput) finish() {
 // Display implements Output.
 func (o *cellOutput) Display(data, metadata map[string]any, displayID string, update bool) {
 	o.flush()
-	content := map[string]any{"data": orMap(data), "metadata": orMap(metadata), "transient": map[string]any{}}
-	if displayID != "" {
-		content["transient"] = map[string]any{"display_id": displayID}
-	}
+	content := displayData{Data: orMap(data), Metadata: orMap(metadata), Transient: transient{DisplayID: displayID}}
 	msgType := "display_data"
 	if update {
 		if displayID == "" {
@@ -127,7 +124,7 @@ func (o *cellOutput) Display(data, metadata map[string]any, displayID string, up
 // ClearOutput implements Output.
 func (o *cellOutput) ClearOutput(wait bool) {
 	o.flush()
-	o.k.publish(o.parent, "clear_output", map[string]any{"wait": wait})
+	o.k.publish(o.parent, "clear_output", clearOutput{Wait: wait})
 }
 
 // Input implements Output: an input_request on stdin, answered by an input_reply.
@@ -144,7 +141,7 @@ func (o *cellOutput) Input(prompt string, password bool) (string, error) {
 	default:
 	}
 	req, err := NewMessage("input_request", o.parent, k.session, k.user,
-		map[string]any{"prompt": prompt, "password": password})
+		inputRequest{Prompt: prompt, Password: password})
 	if err != nil {
 		return "", err
 	}
