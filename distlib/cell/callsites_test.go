@@ -16,8 +16,7 @@ import (
 var cellContextAllowed = map[string]string{
 	"distribute/cellwrap.go": "the strategies' and the coordinator's context-free forms (Run, Reduce, Gather, Barrier, BroadcastFromChief, NewVariable, Schedule, ScheduleFunction, Join, Fetch, ShardedVariable.Assign)",
 	"keras/fit.go":           "Model.Fit, Evaluate and Predict, the context-free forms of FitContext, EvaluateContext and PredictContext",
-	"keras/cellwrap.go":      "the parameter-server calls of the model's context-free methods (Call, Losses, SetWeights, the build, Optimizer.ApplyGradients)",
-	"keras/mesh_hook.go":     "meshForward, the mesh's Model.Call; to go when the mesh store's forward pass takes the caller's ctx",
+	"keras/cellwrap.go":      "the parameter-server and mesh calls of the model's context-free methods (Call, Losses, SetWeights, the build, Optimizer.ApplyGradients)",
 }
 
 // TestCellContextOnlyInWrappers: no non-test Go file of distlib outside cellContextAllowed

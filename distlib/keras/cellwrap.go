@@ -6,7 +6,7 @@ import (
 	"godist/distlib/tensor"
 )
 
-// The parameter-server calls of the model's context-free methods (Call, Losses,
+// The parameter-server and mesh calls of the model's context-free methods (Call, Losses,
 // TrainableVariables, SetWeights, the build, an optimizer's ApplyGradients in a custom
 // loop), which read the running notebook cell's context (cell.Context: context.Background()
 // outside a notebook). Fit, Evaluate and Predict pass their own ctx to the Context forms.
@@ -22,6 +22,11 @@ func (m *Model) psPull(st *psModel) { m.psPullContext(cell.Context(), st) }
 // placeOnPS is placeOnPSContext under the running cell's context (the model's build).
 func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
 	return placeOnPSContext(cell.Context(), c, model, params, vars)
+}
+
+// meshForward is meshForwardContext under the running cell's context (Model.Call on a mesh).
+func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	return m.meshForwardContext(cell.Context(), x, training, stepSeed)
 }
 
 // applyOnPS is applyOnPSContext under the running cell's context (Optimizer.ApplyGradients).

@@ -300,7 +300,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 			return nil
 		}
 		tape := tensor.NewGradientTape()
-		pred := m.forwardRead(c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue, reuse[r])
+		pred := m.forwardRead(ctx, c, xs, true, mix(seed, uint64(r)), (*tensor.Variable).StepValue, reuse[r])
 		perEx := m.compiledPerExample(ys, pred)
 		st := m.shardStats(metrics, ys, pred, perEx)
 		loss := withPenalty(tensor.Scale(tensor.ReduceSum(perEx), 1/float32(globalBatch)), m.regularization(stepValuesOf(m.vars[c])), st, globalBatch)
@@ -423,7 +423,7 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 		if xs := shards[r][0]; xs.Shape()[0] > 0 {
 			xs = xs.To(devs[r])
 			ys := shards[r][1].To(devs[r])
-			pred := tensor.StopGradient(m.forward(m.copyFor(r), xs, false, 0))
+			pred := tensor.StopGradient(m.forward(ctx, m.copyFor(r), xs, false, 0))
 			st = m.shardStats(metrics, ys, pred, m.compiledPerExample(ys, pred))
 		}
 		perReplica[r] = []*tensor.Tensor{tensor.MustNew([]int{len(st)}, st)}
@@ -871,7 +871,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...Option) *
 		parts := make([]*tensor.Tensor, len(devs))
 		if err := m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
 			if xs := shards[r][0]; xs.Shape()[0] > 0 {
-				parts[r] = tensor.StopGradient(m.forward(m.copyFor(r), xs.To(devs[r]), false, 0))
+				parts[r] = tensor.StopGradient(m.forward(ctx, m.copyFor(r), xs.To(devs[r]), false, 0))
 			}
 			return nil
 		}); err != nil {

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sync"
 
-	"godist/distlib/cell"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 )
@@ -123,8 +122,9 @@ func (m *Model) meshAssign(data func(i int) []float32) {
 	}
 }
 
-func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
-	out, err := m.engine.Forward(cell.Context(), x, training, func(i int) uint64 { return mix(stepSeed, uint64(i)) })
+// meshForwardContext runs the model on the mesh engine; ctx stops the devices' exchanges.
+func (m *Model) meshForwardContext(ctx context.Context, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	out, err := m.engine.Forward(ctx, x, training, func(i int) uint64 { return mix(stepSeed, uint64(i)) })
 	if err != nil {
 		panic(fmt.Errorf("keras: model %s: %w", m.name, err))
 	}

@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -301,17 +302,17 @@ func (m *Model) copyOnDevice(dev string) int {
 }
 
 // forward runs the layers with variable copy c.
-func (m *Model) forward(c int, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
-	return m.forwardRead(c, x, training, stepSeed, (*tensor.Variable).Value, nil)
+func (m *Model) forward(ctx context.Context, c int, x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {
+	return m.forwardRead(ctx, c, x, training, stepSeed, (*tensor.Variable).Value, nil)
 }
 
 // forwardRead is forward reading the variables with read: Value, or StepValue in a
 // training step (see stepValuesOf); reuse as in applyLayers.
-func (m *Model) forwardRead(c int, x *tensor.Tensor, training bool, stepSeed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
+func (m *Model) forwardRead(ctx context.Context, c int, x *tensor.Tensor, training bool, stepSeed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
 	if got := x.Shape(); len(got) < 1 || !sameInts(got[1:], m.inputShape) {
 		panic(fmt.Errorf("%w: model %s expects examples of shape %v, got a batch of shape %v", ErrShape, m.name, m.inputShape, got))
 	}
-	return m.store.forward(m, c, x, training, stepSeed, read, reuse)
+	return m.store.forward(ctx, m, c, x, training, stepSeed, read, reuse)
 }
 
 // forwardVals runs the layers with the given values of the variables (one per parameter);

@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"context"
 	"fmt"
 
 	"godist/distlib/device"
@@ -19,8 +20,9 @@ import (
 // m.vars[c] is variable copy c in every store: a replica's copy, or a mesh device's part.
 type varStore interface {
 	// forward runs the layers on x with variable copy c read through read (Value, or
-	// StepValue in a training step); reuse as in applyLayers.
-	forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor
+	// StepValue in a training step); reuse as in applyLayers. ctx stops its waits (a mesh's
+	// exchanges).
+	forward(ctx context.Context, m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor
 	// call is Model.Call's forward pass: the copy of the caller's replica, or values read
 	// from where the variables live.
 	call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor
@@ -94,12 +96,12 @@ func (m *Model) newStore(params []paramInfo, inits []*tensor.Tensor) (varStore, 
 // mirroredStore: the strategy's copies, one per replica (mirrored) or one shared copy.
 type mirroredStore struct{}
 
-func (mirroredStore) forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
+func (mirroredStore) forward(_ context.Context, m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
 	return m.forwardVals(readValues(m.vars[c], read), x, training, seed, reuse)
 }
 
 func (s mirroredStore) call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
-	return s.forward(m, m.currentCopy(x.Device()), x, training, seed, (*tensor.Variable).Value, nil)
+	return m.forwardVals(readValues(m.vars[m.currentCopy(x.Device())], (*tensor.Variable).Value), x, training, seed, nil)
 }
 
 func (mirroredStore) values(m *Model) []*tensor.Tensor {
@@ -141,8 +143,8 @@ func (mirroredStore) slotParts(_ int, g []float32) ([][]float32, error) { return
 // The parameter-server store is psModel (ps_fit.go): this process's copy stands for the
 // variables on the ps tasks; reads fetch their values, assignments write them there too.
 
-func (st *psModel) forward(m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
-	return mirroredStore{}.forward(m, c, x, training, seed, read, reuse)
+func (st *psModel) forward(ctx context.Context, m *Model, c int, x *tensor.Tensor, training bool, seed uint64, read func(*tensor.Variable) *tensor.Tensor, reuse []*tensor.Reuse) *tensor.Tensor {
+	return mirroredStore{}.forward(ctx, m, c, x, training, seed, read, reuse)
 }
 
 // call computes with the values read for this call (concurrent steps on the workers each
@@ -179,12 +181,12 @@ func (st *psModel) slotParts(int, []float32) ([][]float32, error) { return nil, 
 // (mesh_hook.go).
 type meshStore struct{ e MeshEngine }
 
-func (s meshStore) forward(m *Model, _ int, x *tensor.Tensor, training bool, seed uint64, _ func(*tensor.Variable) *tensor.Tensor, _ []*tensor.Reuse) *tensor.Tensor {
-	return m.meshForward(x, training, seed)
+func (s meshStore) forward(ctx context.Context, m *Model, _ int, x *tensor.Tensor, training bool, seed uint64, _ func(*tensor.Variable) *tensor.Tensor, _ []*tensor.Reuse) *tensor.Tensor {
+	return m.meshForwardContext(ctx, x, training, seed)
 }
 
 func (s meshStore) call(m *Model, x *tensor.Tensor, training bool, seed uint64) *tensor.Tensor {
-	return s.forward(m, 0, x, training, seed, nil, nil)
+	return m.meshForward(x, training, seed)
 }
 
 func (s meshStore) values(m *Model) []*tensor.Tensor {
