@@ -20,7 +20,8 @@ type Executor interface {
 	// Complete returns the completions at cursor and the byte range [start, end) of code
 	// they replace.
 	Complete(code string, cursor int) (matches []string, start, end int)
-	// Inspect returns a MIME bundle describing the name at cursor; detail is 0 or 1.
+	// Inspect returns a MIME bundle describing the name at cursor (a byte offset); detail
+	// is 0 or 1.
 	Inspect(code string, cursor, detail int) (data map[string]any, found bool)
 	// IsComplete reports "complete", "incomplete", "invalid" or "unknown", and for
 	// incomplete code the indentation of the next line.
