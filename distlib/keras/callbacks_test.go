@@ -259,7 +259,10 @@ func TestFitErrors(t *testing.T) {
 		want string
 	}{
 		{"not compiled", func() { unc.Fit(ds) }, "not compiled"},
-		{"bad option", func() { m.Evaluate(ds, Epochs(2)) }, "does not take the epochs option"},
+		{"bad option", func() { m.Evaluate(ds, Epochs(2)) }, "Evaluate does not take keras.Epochs(2): it is an option of Fit"},
+		{"steps to fit", func() { m.Fit(ds, Steps(2)) }, "Fit does not take keras.Steps(2): it is an option of Evaluate and Predict (Fit's is keras.StepsPerEpoch)"},
+		{"ps option", func() { m.Fit(ds, PSPipeline(true)) }, "keras.PSPipeline(true) applies to training under a ParameterServerStrategy"},
+		{"nil option", func() { m.Fit(ds, FitOption(nil)) }, "argument 2 is nil"},
 		{"bad epochs", func() { m.Fit(ds, Epochs(0)) }, "Epochs(0)"},
 		{"wrong input", func() {
 			m.Fit(data.FromTensorSlices(smallX(3), smallY(3)).Batch(3, false), Verbose(0))

@@ -16,11 +16,11 @@ const defaultBatchSize = 32
 // Predict (default 32), like batch_size=n: model.Fit(x, y, keras.BatchSize(64)). A
 // *data.Dataset brings its own batches (ds.Batch(n, false)): BatchSize with one is an error.
 func BatchSize(n int) Option {
-	return runOption(func(c *runConfig) error {
+	return every(fmt.Sprintf("keras.BatchSize(%d)", n), func(c *runConfig) error {
 		if n <= 0 {
 			return fmt.Errorf("BatchSize(%d): the batch size must be positive", n)
 		}
-		c.batchSize, c.set["batch_size"] = n, true
+		c.batchSize = n
 		return nil
 	})
 }
@@ -30,12 +30,12 @@ func BatchSize(n int) Option {
 // ("val_loss", "val_accuracy", ... in the History), like validation_split=f. The first
 // floor(n*(1-f)) examples train. With a *data.Dataset it is an error: split the dataset
 // with ds.Take / ds.Skip and pass keras.ValidationData.
-func ValidationSplit(f float64) Option {
-	return runOption(func(c *runConfig) error {
+func ValidationSplit(f float64) FitOption {
+	return fitOnly(fmt.Sprintf("keras.ValidationSplit(%v)", f), "", func(c *runConfig) error {
 		if !(f > 0 && f < 1) {
 			return fmt.Errorf("ValidationSplit(%v): the fraction must be between 0 and 1 (exclusive), such as 0.2", f)
 		}
-		c.validationSplit, c.set["validation_split"] = f, true
+		c.validationSplit = f
 		return nil
 	})
 }
@@ -43,16 +43,17 @@ func ValidationSplit(f float64) Option {
 // Shuffle sets whether Fit on tensors shuffles the training examples before each epoch
 // (default true, as Keras' shuffle=True). A *data.Dataset is used in its own order: call
 // ds.Shuffle instead.
-func Shuffle(on bool) Option {
-	return runOption(func(c *runConfig) error {
-		c.noShuffle, c.set["shuffle"] = !on, true
+func Shuffle(on bool) FitOption {
+	return fitOnly(fmt.Sprintf("keras.Shuffle(%v)", on), "", func(c *runConfig) error {
+		c.noShuffle, c.shuffleGiven = !on, true
 		return nil
 	})
 }
 
 // splitArgs splits the arguments after x of Fit and Evaluate: the labels y (a
-// *tensor.Tensor, first if present), then Options.
-func splitArgs(op string, args []any) (y *tensor.Tensor, opts []Option) {
+// *tensor.Tensor, first if present), then the call's options (FitOption or
+// EvaluateOption); an option of another call is an error that says whose it is.
+func splitArgs(op string, args []any) (y *tensor.Tensor, opts []*runOption) {
 	for i, a := range args {
 		switch v := a.(type) {
 		case *tensor.Tensor:
@@ -64,8 +65,12 @@ func splitArgs(op string, args []any) (y *tensor.Tensor, opts []Option) {
 				panic(fmt.Errorf("%w: %s: the labels y are nil", ErrInvalidArgument, op))
 			}
 			y = v
-		case Option:
-			opts = append(opts, v)
+		case FitOption, EvaluateOption, PredictOption:
+			o := optionFor(op, v)
+			if o == nil {
+				panic(fmt.Errorf("%w: %s: argument %d is nil", ErrInvalidArgument, op, i+2))
+			}
+			opts = append(opts, o)
 		case nil:
 			panic(fmt.Errorf("%w: %s: argument %d is nil; after the inputs come the labels (a *tensor.Tensor) and options such as keras.Epochs(5)",
 				ErrInvalidArgument, op, i+2))
@@ -96,15 +101,15 @@ func (m *Model) inputData(op string, x any, y *tensor.Tensor, cfg *runConfig) *d
 		if y != nil {
 			bad("got a dataset and labels y %v; a dataset holds its labels: give it (inputs, labels) elements and drop y, or pass tensors %s(x, y, ...)", y.Shape(), op)
 		}
-		if cfg.set["batch_size"] {
+		if cfg.batchSize > 0 {
 			bad("keras.BatchSize(%d) with a *data.Dataset: the dataset's own batches are used; batch it with ds.Batch(%d, false) and drop keras.BatchSize",
 				cfg.batchSize, cfg.batchSize)
 		}
-		if cfg.set["validation_split"] {
+		if cfg.validationSplit > 0 {
 			bad("keras.ValidationSplit(%v) needs tensors x and y; with a dataset, hold out part of it (ds.Take(n) / ds.Skip(n)) and pass keras.ValidationData(validation)",
 				cfg.validationSplit)
 		}
-		if cfg.set["shuffle"] {
+		if cfg.shuffleGiven {
 			bad("keras.Shuffle with a *data.Dataset: the dataset is used in its own order; call ds.Shuffle(buffer, seed) instead")
 		}
 		return v
@@ -151,8 +156,8 @@ func (m *Model) tensorData(op string, x, y *tensor.Tensor, cfg *runConfig) *data
 	}
 	train := full
 	nTrain := n
-	if cfg.set["validation_split"] {
-		if cfg.set["validation_data"] {
+	if cfg.validationSplit > 0 {
+		if cfg.validation != nil {
 			panic(fmt.Errorf("%w: Fit: keras.ValidationSplit and keras.ValidationData both given; pass one of them", ErrInvalidArgument))
 		}
 		nTrain = int(math.Floor(float64(n) * (1 - cfg.validationSplit)))
@@ -180,4 +185,29 @@ func (m *Model) tensorData(op string, x, y *tensor.Tensor, cfg *runConfig) *data
 		train = train.Shuffle(nTrain, seed)
 	}
 	return train.Batch(bs, false)
+}
+
+// optionFor returns the option v of call op ("Fit" or "Evaluate"), panicking with an
+// error that names the calls that take it when op does not.
+func optionFor(op string, v any) *runOption {
+	var o *runOption
+	switch op {
+	case "Fit":
+		if f, ok := v.(FitOption); ok {
+			return f.fitOption()
+		}
+	case "Evaluate":
+		if e, ok := v.(EvaluateOption); ok {
+			return e.evaluateOption()
+		}
+	}
+	switch w := v.(type) {
+	case FitOption:
+		o = w.fitOption()
+	case EvaluateOption:
+		o = w.evaluateOption()
+	case PredictOption:
+		o = w.predictOption()
+	}
+	panic(fmt.Errorf("%w: %s does not take %s: it is an option of %s", ErrInvalidArgument, op, o.name, o.calls))
 }

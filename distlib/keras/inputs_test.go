@@ -10,8 +10,8 @@ import (
 	"godist/distlib/tensor"
 )
 
-// optionArgs passes a slice of Options to Fit or Evaluate.
-func optionArgs(opts []Option) []any {
+// optionArgs passes a slice of FitOptions to Fit.
+func optionArgs(opts []FitOption) []any {
 	out := make([]any, len(opts))
 	for i, o := range opts {
 		out[i] = o
@@ -127,7 +127,7 @@ func TestTensorInputErrors(t *testing.T) {
 		{"bad fraction", func() { m.Fit(x, y, ValidationSplit(1)) }, "ValidationSplit(1)"},
 		{"split leaves nothing", func() { m.Fit(x, y, ValidationSplit(0.95)) }, "leaves 0 to train and 10 to validate"},
 		{"split and data", func() { m.Fit(x, y, ValidationSplit(0.5), ValidationData(ds)) }, "pass one of them"},
-		{"evaluate split", func() { m.Evaluate(x, y, ValidationSplit(0.5)) }, "does not take the validation_split option"},
+		{"evaluate split", func() { m.Evaluate(x, y, ValidationSplit(0.5)) }, "Evaluate does not take keras.ValidationSplit(0.5): it is an option of Fit"},
 		{"bad batch size", func() { m.Fit(x, y, BatchSize(0)) }, "BatchSize(0)"},
 	}
 	for _, tc := range tests {

@@ -78,10 +78,9 @@ type multiWorker struct {
 // the same seed no longer give bit-identical weights. It applies to the DATA shard policy
 // with one replica per worker, and to global batches of at least 4 examples per worker;
 // otherwise shares stay equal.
-func BalanceWorkers(on bool) Option {
-	return runOption(func(c *runConfig) error {
-		// The key marks the option given; its value is the setting.
-		c.set["balance_workers"] = on
+func BalanceWorkers(on bool) FitOption {
+	return fitOnly(fmt.Sprintf("keras.BalanceWorkers(%v)", on), syncTrainerKind, func(c *runConfig) error {
+		c.balanceWorkers = on
 		return nil
 	})
 }

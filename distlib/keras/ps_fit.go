@@ -37,12 +37,12 @@ import (
 // StepsPerExecution sets how many batches one scheduled function trains on under a
 // ParameterServerStrategy (Keras's compile(steps_per_execution=n); default 1): fewer,
 // larger scheduled functions cost less coordination per batch.
-func StepsPerExecution(n int) Option {
-	return runOption(func(c *runConfig) error {
+func StepsPerExecution(n int) FitOption {
+	return fitOnly(fmt.Sprintf("keras.StepsPerExecution(%d)", n), psTrainerKind, func(c *runConfig) error {
 		if n <= 0 {
 			return fmt.Errorf("StepsPerExecution(%d): want at least 1", n)
 		}
-		c.stepsPerExecution, c.set["steps_per_execution"] = n, true
+		c.stepsPerExecution = n
 		return nil
 	})
 }
@@ -142,10 +142,9 @@ func (m *Model) psReadContext(ctx context.Context, st *psModel) []*tensor.Tensor
 // because the staleness costs accuracy early in training (bench/RESULTS.md, ps, "pipelined
 // steps"). Custom training loops choose per call:
 // WorkerContext.ApplyGradientsAndRead or ApplyGradientsAndReadAsync.
-func PSPipeline(on bool) Option {
-	return runOption(func(c *runConfig) error {
-		// The key marks the option given; its value is the setting.
-		c.set["ps_pipeline"] = on
+func PSPipeline(on bool) FitOption {
+	return fitOnly(fmt.Sprintf("keras.PSPipeline(%v)", on), psTrainerKind, func(c *runConfig) error {
+		c.psPipeline = on
 		return nil
 	})
 }
@@ -458,13 +457,17 @@ type psTrainer struct {
 	sofar   psDoneStats
 }
 
-func (e *psTrainer) options() []string { return []string{"steps_per_execution", "ps_pipeline"} }
+// psTrainerKind names the strategies psTrainer trains under, for the options only it takes.
+const psTrainerKind = "a ParameterServerStrategy"
+
+func (e *psTrainer) kind() string { return psTrainerKind }
+
+func (e *psTrainer) params(p map[string]int) { p["steps_per_execution"] = e.spe }
 
 func (e *psTrainer) begin(ctx context.Context, cfg *runConfig, ds *data.Dataset) error {
 	m, s := e.m, e.s
 	e.spe = max(1, cfg.stepsPerExecution)
-	on, given := cfg.set["ps_pipeline"]
-	e.mode = psTrainMode{pipeline: on && given, fit: psFitIDs.Add(1)}
+	e.mode = psTrainMode{pipeline: cfg.psPipeline, fit: psFitIDs.Add(1)}
 	// The first batch builds the model before its variables go to the ps.
 	it := ds.Iterator()
 	first, ok := it.Next()

@@ -30,22 +30,22 @@ func TestPSFitPipelineAccuracy(t *testing.T) {
 	for _, tt := range []struct {
 		name         string
 		nps, workers int
-		opts         []Option
+		opts         []FitOption
 		band         float64 // of one process's accuracy; 0: only the floor
 	}{
 		{"default", 1, 2, nil, 0.05},
-		{"synchronous 2 ps", 2, 2, []Option{PSPipeline(false)}, 0.05},
-		{"pipelined", 1, 1, []Option{PSPipeline(true)}, 0.05},
-		{"pipelined 2 ps", 2, 1, []Option{PSPipeline(true)}, 0.05},
-		{"pipelined 2 workers", 1, 2, []Option{PSPipeline(true)}, 0},
-		{"pipelined 2 workers 2 ps", 2, 2, []Option{PSPipeline(true)}, 0},
+		{"synchronous 2 ps", 2, 2, []FitOption{PSPipeline(false)}, 0.05},
+		{"pipelined", 1, 1, []FitOption{PSPipeline(true)}, 0.05},
+		{"pipelined 2 ps", 2, 1, []FitOption{PSPipeline(true)}, 0.05},
+		{"pipelined 2 workers", 1, 2, []FitOption{PSPipeline(true)}, 0},
+		{"pipelined 2 workers 2 ps", 2, 2, []FitOption{PSPipeline(true)}, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, servers := psStrategy(t, tt.nps, tt.workers, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(tt.nps)))
 			SetRandomSeed(1)
 			var m *Model
 			s.Scope(func() { m = mnistModel() })
-			h := m.Fit(train, optionArgs(append([]Option{Epochs(1), Verbose(0), StepsPerExecution(4)}, tt.opts...))...)
+			h := m.Fit(train, optionArgs(append([]FitOption{Epochs(1), Verbose(0), StepsPerExecution(4)}, tt.opts...))...)
 			got := m.Evaluate(test, Verbose(0))["accuracy"]
 			t.Logf("accuracy: one process %.3f, %s %.3f", want, tt.name, got)
 			switch {

@@ -15,8 +15,11 @@ import (
 // distribute.Coordinated), or a device mesh's SPMD step (meshTrainer, for a model built under
 // a keras distribution).
 type trainer interface {
-	// options returns the Fit options the trainer takes besides the common ones.
-	options() []string
+	// kind names the strategies the trainer trains under, for the Fit options only it
+	// takes (runOption.trainer).
+	kind() string
+	// params adds the trainer's own entries to the History's Params.
+	params(p map[string]int)
 	// begin prepares a Fit of cfg over ds (the model is compiled).
 	begin(ctx context.Context, cfg *runConfig, ds *data.Dataset) error
 	// batchesPerStep is the number of batches one step trains on.
@@ -86,12 +89,16 @@ func (e *syncTrainer) pickRows() func(count int) (lo, hi int) {
 	}
 }
 
-func (e *syncTrainer) options() []string { return []string{"balance_workers"} }
+// syncTrainerKind names the strategies syncTrainer trains under.
+const syncTrainerKind = "a strategy whose replicas train in sync (such as MultiWorkerMirroredStrategy)"
+
+func (e *syncTrainer) kind() string { return syncTrainerKind }
+
+func (e *syncTrainer) params(map[string]int) {}
 
 func (e *syncTrainer) begin(_ context.Context, cfg *runConfig, _ *data.Dataset) error {
 	e.metrics = e.m.compiledMetrics()
-	on, given := cfg.set["balance_workers"]
-	e.m.mw.balance = workerBalance{enabled: on && given}
+	e.m.mw.balance = workerBalance{enabled: cfg.balanceWorkers}
 	return nil
 }
 
