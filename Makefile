@@ -91,9 +91,11 @@ GENERATE_PKGS := ./interp/symbols ./gpu/kernels
 generate:
 	$(GO) generate $(GENERATE_PKGS)
 
-# check-generate fails when the committed yaegi symbols differ from what distlib's API makes.
+# check-generate fails when the committed yaegi symbols differ from what distlib's API makes,
+# or when third_party/yaegi is not upstream yaegi + third_party/yaegi-patches.
 check-generate: generate
 	@git diff --exit-code --stat -- interp/symbols || (echo "interp/symbols is stale: run make generate and commit it" && exit 1)
+	@bash third_party/yaegi-sync.sh check
 
 clean:
 	rm -rf bin out
