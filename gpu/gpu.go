@@ -1,7 +1,10 @@
 // Package gpu is godist's CUDA backend: it discovers NVIDIA GPUs, registers them into
 // distlib/device as /physical_device:GPU:0, ... (logical devices /device:GPU:N), pools their
-// memory and runs matmul on them through cuBLAS. Its driver layer (gpu/driver) loads the
-// NVIDIA libraries at run time; the kernels live in gpu/kernels.
+// memory and runs matmul on them through cuBLAS; the other ops of a GPU-placed computation
+// run on the CPU kernels. Its driver layer (gpu/driver) loads the NVIDIA libraries at run
+// time and binds NCCL's all-reduce, which no strategy uses yet (nothing calls
+// distribute.RegisterNccl). The CUDA kernels of gpu/kernels are checked on a GPU but not yet
+// called by the ops.
 //
 // One binary, no build tag. Every build contains the backend: the libraries (libcuda.so.1,
 // libcublas.so.13/.12/.11, libnccl.so.2) are opened with dlopen when the program first asks

@@ -3,9 +3,13 @@
 //
 //	godist kernel CONNECTION_FILE   run the kernel (Jupyter starts this)
 //	godist install [--user|--prefix DIR|--uninstall]
-//	godist launch --workers N [--ps M] -- program args
-//	godist worker ...
+//	godist launch --workers N [--ps M] [--chief] [--slurm] [--no-pin] -- program args
+//	godist worker [--slurm] [--resolve-only]   serve this task of a cluster (TF_CONFIG or Slurm)
+//	godist worker-cell FILE                   one task of a %%distributed cell (the kernel starts these)
 //	godist version
+//
+// It imports package gpu, so the kernel and its workers see the machine's GPUs (the NVIDIA
+// libraries are opened at run time; the same binary runs without them).
 package main
 
 import (

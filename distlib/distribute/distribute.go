@@ -1,7 +1,8 @@
 // Package distribute brings TensorFlow's tf.distribute to Go: strategies that run a
-// computation on several replicas (devices, and later workers) in sync, the values that
-// live on every replica (PerReplica, MirroredVariable), datasets split across replicas,
-// and the cross-device reductions that keep the replicas in agreement.
+// computation on several replicas (the devices of one process, and worker processes) in
+// sync or through parameter servers, the values that live on every replica (PerReplica,
+// MirroredVariable), datasets split across replicas, and the cross-device reductions that
+// keep the replicas in agreement.
 //
 // A notebook cell translates TensorFlow line by line:
 //

@@ -45,17 +45,21 @@
 //
 // # Distribution
 //
-// A model captures distribute.GetStrategy() when Sequential makes it. Each Fit step splits
-// the global batch with distribute.SplitBatch into one shard per local replica, runs the
-// forward and backward passes of the replicas concurrently (ExtendedRunReplicas), each on its
-// device and, when the strategy mirrors variables, with its own copy of the variables. The
-// loss of a replica is the sum of its per-example losses divided by the global batch size
-// (distribute.ComputeAverageLoss semantics), so the SUM all-reduce of the gradients is the
-// gradient of the mean loss over the global batch; the optimizer then applies it to every
-// copy (identical updates keep mirrored copies equal) or to the single copy. The loss and
-// metric sums travel in the same all-reduce, so the logs are means over every example seen
-// by every replica and worker. Checkpoints and TensorBoard files are written by the chief
-// worker only.
+// A model captures distribute.GetStrategy() when Sequential or NewModel makes it. Under a
+// strategy that runs replicas in sync (Mirrored, MultiWorkerMirrored, OneDevice, the
+// default one) each Fit step splits the global batch with distribute.SplitBatch into one
+// shard per local replica, runs the forward and backward passes of the replicas
+// concurrently (ExtendedRunReplicas), each on its device and, when the strategy mirrors
+// variables, with its own copy of the variables. The loss of a replica is the sum of its
+// per-example losses divided by the global batch size (distribute.ComputeAverageLoss
+// semantics), so the SUM all-reduce of the gradients is the gradient of the mean loss over
+// the global batch; the optimizer then applies it to every copy (identical updates keep
+// mirrored copies equal) or to the single copy. The loss and metric sums travel in the same
+// all-reduce, so the logs are means over every example seen by every replica and worker.
+// Under ParameterServerStrategy the variables live on the parameter servers and Fit
+// schedules its steps on the workers through a distribute.ClusterCoordinator; under a Keras
+// 3 distribution (package mesh) the model's variables and steps are laid out on a device
+// mesh. Checkpoints and TensorBoard files are written by the chief worker only.
 //
 // # Errors
 //

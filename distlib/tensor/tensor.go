@@ -3,8 +3,9 @@
 //
 // A Tensor is immutable once made: ops return new tensors. Variables (see Variable) are the
 // mutable holders of model parameters. Every tensor lives on a device (see package device);
-// ops run on the device of their first input and, when placement logging is on, print one
-// line per execution the way TensorFlow does.
+// ops run on the device of the calling goroutine's scope (device.With), else on that of
+// their first input, and, when placement logging is on, print one line per execution the
+// way TensorFlow does.
 package tensor
 
 import (

@@ -3,8 +3,10 @@
 //
 // runtime.Stack is the only exported way to learn it, and it is slow: it unwinds the
 // goroutine's stack under the runtime's global print lock. Device scopes look the id up on
-// every op (distlib/device), so in-process replicas that ran ops side by side took that
-// lock in turns (bench/RESULTS.md, keras, "device scopes find their goroutine").
+// every op while a scope is open (distlib/device), and a parameter-server strategy's Run
+// looks up the scheduled function its goroutine runs (distlib/distribute), so in-process
+// replicas would take that lock in turns (the benchmarks here; bench/RESULTS.md, goid).
+// ARCHITECTURE.md, "Goroutine-local scopes", says why these need a goroutine-local at all.
 // Get instead reads the id from the runtime's goroutine structure, which the assembly getg
 // finds as the runtime does. The id's offset in that structure depends on the Go release,
 // so it is not written here: at start-up it is found by reading several goroutines'

@@ -45,15 +45,3 @@ func TestFindOffsetAgrees(t *testing.T) {
 		t.Errorf("findOffset() = %d, at start-up %d", got, offset)
 	}
 }
-
-func BenchmarkGet(b *testing.B) {
-	for b.Loop() {
-		_ = Get()
-	}
-}
-
-func BenchmarkSlow(b *testing.B) {
-	for b.Loop() {
-		_ = Slow()
-	}
-}

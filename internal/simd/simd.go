@@ -1,8 +1,8 @@
 // Package simd holds the vector loops the tensor package uses in every build. The tensor
 // package's OpenBLAS build uses cgo, and a cgo package cannot hold Go assembly: loops
 // that both builds need live here. Each function reports whether it ran (false: no AVX-512
-// on this CPU, another architecture, or a shape it has no loop for); the caller then runs
-// its Go loop.
+// on this CPU, where Adam's loops also have an AVX2 form, another architecture, or a shape
+// it has no loop for); the caller then runs its Go loop.
 package simd
 
 // MaxPool2x2Row pools one output row of a 2x2, stride-2 max pool over NHWC rows: r0 and r1

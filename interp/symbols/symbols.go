@@ -3,8 +3,9 @@
 // exported names (Docs), so that notebook cells can import distlib and inspection can show
 // documentation without the sources.
 //
-// Everything here except this file is generated: run `go generate ./interp/...` after
-// changing a distlib package's exported API.
+// Everything here except this file and the generator (gen/) is generated: run
+// `make generate` (go generate ./interp/symbols) after changing a distlib package's exported
+// API; `make check-generate` fails when the committed tables are stale.
 package symbols
 
 import "reflect"

@@ -1,7 +1,7 @@
 // Package layers holds the Keras layers a Sequential model is made of: Input, Reshape,
-// Conv2D, MaxPooling2D, Flatten, Dense, Dropout and Embedding, with the activations ReLU,
-// Sigmoid, Tanh, Softmax and Linear, and the kernel regularizers L1, L2 and L1L2
-// (KernelRegularizer). StringLookup maps Go strings to the ids an Embedding takes.
+// Conv2D, MaxPooling2D, Flatten, Dense, Dropout, Embedding and GlobalAveragePooling1D/2D,
+// with the activations ReLU, Sigmoid, Tanh, Softmax and Linear, and the kernel regularizers
+// L1, L2 and L1L2 (KernelRegularizer). StringLookup maps Go strings to the ids an Embedding takes.
 //
 // A cell writes them the way Keras does, options after the required arguments:
 //
