@@ -343,7 +343,10 @@ var (
 	testNameRe   = regexp.MustCompile(`\b((?:Test|Benchmark)[A-Z0-9_]\w*)`)
 	linkRe       = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	goStringRe   = regexp.MustCompile(`"[^"]*"`)
-	domainRe     = regexp.MustCompile(`^[a-z0-9-]+(\.[a-z0-9-]+)*\.(org|com|io|net|dev|in|co)$`)
+	// proseModuleRe: a host-like first element (gorgonia.org, github.com) and a path, after a
+	// space or an opening parenthesis, so not inside a URL.
+	proseModuleRe = regexp.MustCompile(`(?:^|[\s(])((?:[a-z0-9-]+\.)+(?:org|com|io|net|dev|in|co)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`)
+	domainRe      = regexp.MustCompile(`^[a-z0-9-]+(\.[a-z0-9-]+)*\.(org|com|io|net|dev|in|co)$`)
 )
 
 // Extensions of files a document may name by their bare name.
@@ -354,8 +357,8 @@ func (f *facts) check(d doc) []problem {
 	seen := map[string]bool{}
 	report := func(line int, format string, args ...any) {
 		what := fmt.Sprintf(format, args...)
-		if !seen[what] {
-			seen[what] = true
+		if key := fmt.Sprint(line, what); !seen[key] {
+			seen[key] = true
 			probs = append(probs, problem{d.path, line, what})
 		}
 	}
@@ -397,6 +400,14 @@ func (f *facts) check(d doc) []problem {
 			continue
 		}
 		if !fr.code {
+			// A Go module named in prose ("the backend goes through gorgonia.org/cu") is one
+			// go.mod requires; links (https://...) are not looked at.
+			for _, m := range proseModuleRe.FindAllStringSubmatch(fr.text, -1) {
+				f.count("Go module")
+				if !f.isModule(strings.TrimRight(m[1], ".,;:")) {
+					report(fr.line, "Go module %s: not in go.mod", strings.TrimRight(m[1], ".,;:"))
+				}
+			}
 			for _, m := range linkRe.FindAllStringSubmatch(fr.text, -1) {
 				target := m[1]
 				if strings.Contains(target, "://") || strings.HasPrefix(target, "#") || strings.HasPrefix(target, "mailto:") {
@@ -683,7 +694,8 @@ func TestExtractors(t *testing.T) {
 		"```sh\nbin/godist launch --workers 2   # make nothing here\nbin/godist frobnicate\n```\n" +
 		"`go test ./cmd/godist -run TestBrowser` and `TestGone`; `ARCHITECTURE.md`; [x](missing.md).\n" +
 		"`keras/fit.go`, `keras/gone.go`, `cmd/godist/` and `gpu/`; `gorgonia.org/cu`, `gorgonia.org/tensor`.\n" +
-		"| TensorFlow | Go |\n|---|---|\n| `source $STORE/x.sh` | `$GODIST_DATA_DIR/y.go` |\n"
+		"| TensorFlow | Go |\n|---|---|\n| `source $STORE/x.sh` | `$GODIST_DATA_DIR/y.go` |\n" +
+		"The backend goes through gorgonia.org/cu ([yaegi](https://github.com/traefik/yaegi)).\n"
 	var got []string
 	for _, p := range f.check(doc{path: "D.md", dir: ".", text: text, line: 1, markdown: true}) {
 		got = append(got, p.String())
@@ -695,12 +707,14 @@ func TestExtractors(t *testing.T) {
 		`D.md:3: environment variable GODIST_NOPE: no non-test Go code reads it (os.Getenv, LookupEnv or a constant) or sets for a program it starts`,
 		`D.md:3: environment variable TF_CONFIG: no non-test Go code reads it (os.Getenv, LookupEnv or a constant) or sets for a program it starts`,
 		`D.md:5: build output bin/godist: Makefile does not write it`,
+		`D.md:6: build output bin/godist: Makefile does not write it`,
 		`D.md:6: command "godist frobnicate": cmd/godist registers no such subcommand`,
 		`D.md:8: link "missing.md": no such file`,
 		`D.md:8: test TestGone: no such Test or Benchmark function`,
 		`D.md:8: file ARCHITECTURE.md: no file of that name in the project`,
 		`D.md:9: path keras/gone.go: no such file or directory`,
 		`D.md:9: Go module gorgonia.org/cu: not in go.mod`,
+		`D.md:13: Go module gorgonia.org/cu: not in go.mod`,
 	}
 	sort.Strings(got)
 	sort.Strings(want)
