@@ -1,7 +1,6 @@
 package keras
 
 import (
-
 	"godist/distlib/tensor"
 	"godist/internal/simd"
 )

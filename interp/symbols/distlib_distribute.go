@@ -11,6 +11,7 @@ import (
 	"godist/distlib/distribute"
 	"godist/distlib/tensor"
 	"reflect"
+	"time"
 )
 
 func init() {
@@ -109,6 +110,7 @@ func init() {
 		"DistributedValue":            reflect.ValueOf((*distribute.DistributedValue)(nil)),
 		"FixedShardsPartitioner":      reflect.ValueOf((*distribute.FixedShardsPartitioner)(nil)),
 		"GradientBucketer":            reflect.ValueOf((*distribute.GradientBucketer)(nil)),
+		"GradientBucketing":           reflect.ValueOf((*distribute.GradientBucketing)(nil)),
 		"GradientTermsApplier":        reflect.ValueOf((*distribute.GradientTermsApplier)(nil)),
 		"HierarchicalCopyAllReduce":   reflect.ValueOf((*distribute.HierarchicalCopyAllReduce)(nil)),
 		"InputContext":                reflect.ValueOf((*distribute.InputContext)(nil)),
@@ -139,6 +141,7 @@ func init() {
 		"RemoteValue":                 reflect.ValueOf((*distribute.RemoteValue)(nil)),
 		"ReplicaContext":              reflect.ValueOf((*distribute.ReplicaContext)(nil)),
 		"ReplicaError":                reflect.ValueOf((*distribute.ReplicaError)(nil)),
+		"ReplicaTermsSummer":          reflect.ValueOf((*distribute.ReplicaTermsSummer)(nil)),
 		"ShardInfo":                   reflect.ValueOf((*distribute.ShardInfo)(nil)),
 		"ShardedVariable":             reflect.ValueOf((*distribute.ShardedVariable)(nil)),
 		"Strategy":                    reflect.ValueOf((*distribute.Strategy)(nil)),
@@ -153,10 +156,12 @@ func init() {
 		"_Coordinated":          reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
 		"_CrossDeviceOps":       reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
 		"_GradientBucketer":     reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
+		"_GradientBucketing":    reflect.ValueOf((*_godist_distlib_distribute_GradientBucketing)(nil)),
 		"_GradientTermsApplier": reflect.ValueOf((*_godist_distlib_distribute_GradientTermsApplier)(nil)),
 		"_MirroredOption":       reflect.ValueOf((*_godist_distlib_distribute_MirroredOption)(nil)),
 		"_MultiWorkerOption":    reflect.ValueOf((*_godist_distlib_distribute_MultiWorkerOption)(nil)),
 		"_Partitioner":          reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
+		"_ReplicaTermsSummer":   reflect.ValueOf((*_godist_distlib_distribute_ReplicaTermsSummer)(nil)),
 		"_Strategy":             reflect.ValueOf((*_godist_distlib_distribute_Strategy)(nil)),
 	}
 }
@@ -178,7 +183,7 @@ type _godist_distlib_distribute_Coordinated struct {
 	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
 	WExtendedIsChief                func() bool
 	WExtendedMirrorsVariables       func() bool
-	WExtendedPlaceVariables         func(names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error)
+	WExtendedPlaceVariables         func(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error)
 	WExtendedReadVariables          func(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
 	WExtendedReplicaDevices         func() []string
 	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
@@ -223,8 +228,8 @@ func (W _godist_distlib_distribute_Coordinated) ExtendedIsChief() bool {
 func (W _godist_distlib_distribute_Coordinated) ExtendedMirrorsVariables() bool {
 	return W.WExtendedMirrorsVariables()
 }
-func (W _godist_distlib_distribute_Coordinated) ExtendedPlaceVariables(names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error) {
-	return W.WExtendedPlaceVariables(names, vars)
+func (W _godist_distlib_distribute_Coordinated) ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error) {
+	return W.WExtendedPlaceVariables(ctx, names, vars)
 }
 func (W _godist_distlib_distribute_Coordinated) ExtendedReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
 	return W.WExtendedReadVariables(ctx, vars)
@@ -315,6 +320,20 @@ func (W _godist_distlib_distribute_GradientBucketer) WaitTerms(ctx context.Conte
 	return W.WWaitTerms(ctx)
 }
 
+// _godist_distlib_distribute_GradientBucketing is an interface wrapper for GradientBucketing type
+type _godist_distlib_distribute_GradientBucketing struct {
+	IValue                    interface{}
+	WExtendedGradientBucketer func(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
+	WExtendedTimeout          func() time.Duration
+}
+
+func (W _godist_distlib_distribute_GradientBucketing) ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error) {
+	return W.WExtendedGradientBucketer(ctx, sizes, bucketBytes)
+}
+func (W _godist_distlib_distribute_GradientBucketing) ExtendedTimeout() time.Duration {
+	return W.WExtendedTimeout()
+}
+
 // _godist_distlib_distribute_GradientTermsApplier is an interface wrapper for GradientTermsApplier type
 type _godist_distlib_distribute_GradientTermsApplier struct {
 	IValue                      interface{}
@@ -343,6 +362,16 @@ type _godist_distlib_distribute_Partitioner struct {
 
 func (W _godist_distlib_distribute_Partitioner) Partition(shape []int, dtype string) ([]int, error) {
 	return W.WPartition(shape, dtype)
+}
+
+// _godist_distlib_distribute_ReplicaTermsSummer is an interface wrapper for ReplicaTermsSummer type
+type _godist_distlib_distribute_ReplicaTermsSummer struct {
+	IValue            interface{}
+	WExtendedSumTerms func(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
+}
+
+func (W _godist_distlib_distribute_ReplicaTermsSummer) ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
+	return W.WExtendedSumTerms(perReplica)
 }
 
 // _godist_distlib_distribute_Strategy is an interface wrapper for Strategy type

@@ -111,7 +111,9 @@ func init() {
 		"CheckpointOption":               reflect.ValueOf((*keras.CheckpointOption)(nil)),
 		"DatasetCreatorInput":            reflect.ValueOf((*keras.DatasetCreatorInput)(nil)),
 		"EarlyStoppingCallback":          reflect.ValueOf((*keras.EarlyStoppingCallback)(nil)),
+		"EvaluateOption":                 reflect.ValueOf((*keras.EvaluateOption)(nil)),
 		"ExponentialDecaySchedule":       reflect.ValueOf((*keras.ExponentialDecaySchedule)(nil)),
+		"FitOption":                      reflect.ValueOf((*keras.FitOption)(nil)),
 		"History":                        reflect.ValueOf((*keras.History)(nil)),
 		"InverseTimeDecaySchedule":       reflect.ValueOf((*keras.InverseTimeDecaySchedule)(nil)),
 		"LambdaCallback":                 reflect.ValueOf((*keras.LambdaCallback)(nil)),
@@ -132,24 +134,30 @@ func init() {
 		"OptimizerOption":                reflect.ValueOf((*keras.OptimizerOption)(nil)),
 		"Option":                         reflect.ValueOf((*keras.Option)(nil)),
 		"PiecewiseConstantDecaySchedule": reflect.ValueOf((*keras.PiecewiseConstantDecaySchedule)(nil)),
+		"PredictOption":                  reflect.ValueOf((*keras.PredictOption)(nil)),
 		"ReduceLROnPlateauCallback":      reflect.ValueOf((*keras.ReduceLROnPlateauCallback)(nil)),
 		"Reduction":                      reflect.ValueOf((*keras.Reduction)(nil)),
 		"SidecarEvaluator":               reflect.ValueOf((*keras.SidecarEvaluator)(nil)),
 		"SidecarOption":                  reflect.ValueOf((*keras.SidecarOption)(nil)),
 		"SidecarResult":                  reflect.ValueOf((*keras.SidecarResult)(nil)),
+		"StepsOption":                    reflect.ValueOf((*keras.StepsOption)(nil)),
 		"TensorBoardCallback":            reflect.ValueOf((*keras.TensorBoardCallback)(nil)),
 		"TerminateOnNaNCallback":         reflect.ValueOf((*keras.TerminateOnNaNCallback)(nil)),
 
 		// interface wrapper definitions
 		"_Callback":             reflect.ValueOf((*_godist_distlib_keras_Callback)(nil)),
 		"_CheckpointOption":     reflect.ValueOf((*_godist_distlib_keras_CheckpointOption)(nil)),
+		"_EvaluateOption":       reflect.ValueOf((*_godist_distlib_keras_EvaluateOption)(nil)),
+		"_FitOption":            reflect.ValueOf((*_godist_distlib_keras_FitOption)(nil)),
 		"_LearningRateSchedule": reflect.ValueOf((*_godist_distlib_keras_LearningRateSchedule)(nil)),
 		"_LoadOption":           reflect.ValueOf((*_godist_distlib_keras_LoadOption)(nil)),
 		"_LossOption":           reflect.ValueOf((*_godist_distlib_keras_LossOption)(nil)),
 		"_MeshEngine":           reflect.ValueOf((*_godist_distlib_keras_MeshEngine)(nil)),
 		"_OptimizerOption":      reflect.ValueOf((*_godist_distlib_keras_OptimizerOption)(nil)),
 		"_Option":               reflect.ValueOf((*_godist_distlib_keras_Option)(nil)),
+		"_PredictOption":        reflect.ValueOf((*_godist_distlib_keras_PredictOption)(nil)),
 		"_SidecarOption":        reflect.ValueOf((*_godist_distlib_keras_SidecarOption)(nil)),
+		"_StepsOption":          reflect.ValueOf((*_godist_distlib_keras_StepsOption)(nil)),
 	}
 }
 
@@ -213,6 +221,16 @@ func (W _godist_distlib_keras_Callback) TrainEnd(logs keras.Logs) {
 
 // _godist_distlib_keras_CheckpointOption is an interface wrapper for CheckpointOption type
 type _godist_distlib_keras_CheckpointOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_keras_EvaluateOption is an interface wrapper for EvaluateOption type
+type _godist_distlib_keras_EvaluateOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_keras_FitOption is an interface wrapper for FitOption type
+type _godist_distlib_keras_FitOption struct {
 	IValue interface{}
 }
 
@@ -288,7 +306,17 @@ type _godist_distlib_keras_Option struct {
 	IValue interface{}
 }
 
+// _godist_distlib_keras_PredictOption is an interface wrapper for PredictOption type
+type _godist_distlib_keras_PredictOption struct {
+	IValue interface{}
+}
+
 // _godist_distlib_keras_SidecarOption is an interface wrapper for SidecarOption type
 type _godist_distlib_keras_SidecarOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_keras_StepsOption is an interface wrapper for StepsOption type
+type _godist_distlib_keras_StepsOption struct {
 	IValue interface{}
 }
