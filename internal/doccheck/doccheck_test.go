@@ -1,7 +1,9 @@
 package doccheck
 
 import (
+	"bytes"
 	"fmt"
+	"go/ast"
 	"go/parser"
 	"go/scanner"
 	"go/token"
@@ -66,7 +68,10 @@ type facts struct {
 	basenames   map[string]bool // file names anywhere in the project
 	modules     []string        // go.mod's module paths
 	docs        []doc
-	checked     map[string]int // names checked, by kind (for -v)
+	pkgDirs     map[string][]string        // package name -> directories (main excluded)
+	decls       map[string]map[string]bool // directory -> its names: X, Type.Method, Type.Field
+	embeds      map[string]map[string]bool // directory -> types that embed another
+	checked     map[string]int             // names checked, by kind (for -v)
 }
 
 // doc is one document: a Markdown file, or a package's doc comment in a Go file.
@@ -104,7 +109,8 @@ func gather(t *testing.T) *facts {
 		root = parent
 	}
 	f := &facts{root: root, tags: map[string]bool{}, makeTargets: map[string]bool{}, literals: map[string]bool{},
-		testLits: map[string]bool{}, subcommands: map[string]bool{}, basenames: map[string]bool{}, checked: map[string]int{}}
+		testLits: map[string]bool{}, subcommands: map[string]bool{}, basenames: map[string]bool{}, checked: map[string]int{},
+		pkgDirs: map[string][]string{}, decls: map[string]map[string]bool{}, embeds: map[string]map[string]bool{}}
 
 	mk, err := os.ReadFile(filepath.Join(root, "Makefile"))
 	if err != nil {
@@ -200,6 +206,7 @@ func (f *facts) readGo(p, rel string) error {
 	if isTest {
 		return nil
 	}
+	f.readDecls(rel, src)
 	fset2 := token.NewFileSet()
 	af, err := parser.ParseFile(fset2, rel, src, parser.PackageClauseOnly|parser.ParseComments)
 	if err != nil || af.Doc == nil {
@@ -212,6 +219,103 @@ func (f *facts) readGo(p, rel string) error {
 	}
 	f.docs = append(f.docs, doc{path: rel, dir: path.Dir(rel), text: text.String(), line: fset2.Position(af.Doc.Pos()).Line})
 	return nil
+}
+
+// readDecls records the package and the exported names a non-test file declares.
+func (f *facts) readDecls(rel string, src []byte) {
+	if bytes.HasPrefix(src, []byte("// Code generated")) {
+		return
+	}
+	af, err := parser.ParseFile(token.NewFileSet(), rel, src, parser.SkipObjectResolution)
+	if err != nil || af.Name.Name == "main" {
+		return
+	}
+	dir := path.Dir(rel)
+	if f.decls[dir] == nil {
+		f.decls[dir] = map[string]bool{}
+		f.embeds[dir] = map[string]bool{}
+		f.pkgDirs[af.Name.Name] = append(f.pkgDirs[af.Name.Name], dir)
+	}
+	names := f.decls[dir]
+	for _, d := range af.Decls {
+		switch d := d.(type) {
+		case *ast.FuncDecl:
+			if d.Recv == nil {
+				names[d.Name.Name] = true
+				continue
+			}
+			t := d.Recv.List[0].Type
+			if s, ok := t.(*ast.StarExpr); ok {
+				t = s.X
+			}
+			if id, ok := t.(*ast.Ident); ok {
+				names[id.Name+"."+d.Name.Name] = true
+			}
+		case *ast.GenDecl:
+			for _, s := range d.Specs {
+				switch s := s.(type) {
+				case *ast.TypeSpec:
+					names[s.Name.Name] = true
+					names["type "+s.Name.Name] = true
+					var fields *ast.FieldList
+					switch t := s.Type.(type) {
+					case *ast.StructType:
+						fields = t.Fields
+					case *ast.InterfaceType:
+						fields = t.Methods
+					}
+					if fields == nil {
+						continue
+					}
+					for _, fl := range fields.List {
+						if len(fl.Names) == 0 {
+							f.embeds[dir][s.Name.Name] = true
+						}
+						for _, n := range fl.Names {
+							names[s.Name.Name+"."+n.Name] = true
+						}
+					}
+				case *ast.ValueSpec:
+					for _, n := range s.Names {
+						names[n.Name] = true
+					}
+				}
+			}
+		}
+	}
+}
+
+// checkIdents checks pkg.Name and pkg.Type.Member for the project's packages: the package
+// declares Name, and the type (unless it embeds another, whose members it may promote)
+// declares Member.
+func (f *facts) checkIdents(line int, text string, report func(int, string, ...any)) {
+	for _, m := range qualifiedRe.FindAllStringSubmatch(text, -1) {
+		pkg, name, member := m[1], m[2], m[3]
+		dirs := f.pkgDirs[pkg]
+		if len(dirs) == 0 {
+			continue
+		}
+		f.count("Go name")
+		var found, typ, embeds, hasMember bool
+		for _, d := range dirs {
+			found = found || f.decls[d][name]
+			typ = typ || f.decls[d]["type "+name]
+			embeds = embeds || f.embeds[d][name]
+			hasMember = hasMember || f.decls[d][name+"."+member]
+		}
+		if !found && strings.HasSuffix(name, "s") {
+			// English plural of a type: data.Datasets.
+			for _, d := range dirs {
+				found = found || f.decls[d]["type "+strings.TrimSuffix(name, "s")]
+			}
+		}
+		switch {
+		case !found:
+			report(line, "Go name %s.%s: package %s (%s) declares no %s", pkg, name, pkg, strings.Join(dirs, ", "), name)
+		case member != "" && typ && !embeds && !hasMember:
+			report(line, "Go name %s.%s.%s: %s has no method or field %s", pkg, name, member, name, member)
+		}
+	}
 }
 
 // frag is a piece of a document: code (a code span or a line of a fenced block) or prose.
@@ -343,6 +447,7 @@ var (
 	testNameRe   = regexp.MustCompile(`\b((?:Test|Benchmark)[A-Z0-9_]\w*)`)
 	linkRe       = regexp.MustCompile(`\]\(([^)\s]+)\)`)
 	goStringRe   = regexp.MustCompile(`"[^"]*"`)
+	qualifiedRe  = regexp.MustCompile(`(?:^|[^\w.])([a-z][a-z0-9]*)\.([A-Z]\w*)(?:\.([A-Z]\w*))?`)
 	// proseModuleRe: a host-like first element (gorgonia.org, github.com) and a path, after a
 	// space or an opening parenthesis, so not inside a URL.
 	proseModuleRe = regexp.MustCompile(`(?:^|[\s(])((?:[a-z0-9-]+\.)+(?:org|com|io|net|dev|in|co)/[A-Za-z0-9_./-]*[A-Za-z0-9_])`)
@@ -397,6 +502,7 @@ func (f *facts) check(d doc) []problem {
 			}
 			f.checkTests(fr.line, fr.text, report)
 			f.checkPaths(d, fr.line, fr.text, false, report)
+			f.checkIdents(fr.line, fr.text, report)
 			continue
 		}
 		if !fr.code {
@@ -461,6 +567,9 @@ func (f *facts) check(d doc) []problem {
 			}
 		}
 		f.checkTests(fr.line, fr.text, report)
+		if fr.lang != "python" {
+			f.checkIdents(fr.line, fr.text, report)
+		}
 		pathText := fr.text
 		if fr.lang == "go" {
 			// Go code: its import paths; its comments' words (tensor/number) are no paths.
@@ -629,8 +738,8 @@ func (f *facts) isModule(p string) bool {
 }
 
 // TestDocsNameWhatExists reads every document and checks each build tag, make target and
-// variable, file and directory, environment variable, godist subcommand, test function and
-// Go module it names.
+// variable, file and directory, environment variable, godist subcommand, test function, Go
+// module and project Go name it names.
 func TestDocsNameWhatExists(t *testing.T) {
 	f := gather(t)
 	if len(f.docs) < 4 {
@@ -679,7 +788,10 @@ func TestExtractors(t *testing.T) {
 	f := &facts{root: t.TempDir(), tags: map[string]bool{"openblas": true}, makeTargets: map[string]bool{"test": true},
 		makefile: "TAGS ?=\n", literals: map[string]bool{"GODIST_DATA_DIR": true, "SLURM_JOB_ID": true},
 		testLits: map[string]bool{}, subcommands: map[string]bool{"launch": true}, basenames: map[string]bool{},
-		testFuncs: []string{"TestBrowserLab"}, modules: []string{"gorgonia.org/tensor"}}
+		testFuncs: []string{"TestBrowserLab"}, modules: []string{"gorgonia.org/tensor"},
+		pkgDirs: map[string][]string{"optim": {"distlib/optim"}},
+		decls:   map[string]map[string]bool{"distlib/optim": {"Spec": true, "type Spec": true, "Spec.Apply": true}},
+		embeds:  map[string]map[string]bool{}}
 	for _, p := range []string{"cmd/godist/main.go", "distlib/keras/fit.go"} {
 		if err := os.MkdirAll(filepath.Join(f.root, filepath.Dir(p)), 0o755); err != nil {
 			t.Fatal(err)
@@ -695,7 +807,8 @@ func TestExtractors(t *testing.T) {
 		"`go test ./cmd/godist -run TestBrowser` and `TestGone`; `ARCHITECTURE.md`; [x](missing.md).\n" +
 		"`keras/fit.go`, `keras/gone.go`, `cmd/godist/` and `gpu/`; `gorgonia.org/cu`, `gorgonia.org/tensor`.\n" +
 		"| TensorFlow | Go |\n|---|---|\n| `source $STORE/x.sh` | `$GODIST_DATA_DIR/y.go` |\n" +
-		"The backend goes through gorgonia.org/cu ([yaegi](https://github.com/traefik/yaegi)).\n"
+		"The backend goes through gorgonia.org/cu ([yaegi](https://github.com/traefik/yaegi)).\n" +
+		"`optim.Spec.Apply`, `optim.Spec.Nope`, `optim.Gone`, `optim.Specs` and `strategy.Whatever`.\n"
 	var got []string
 	for _, p := range f.check(doc{path: "D.md", dir: ".", text: text, line: 1, markdown: true}) {
 		got = append(got, p.String())
@@ -715,6 +828,8 @@ func TestExtractors(t *testing.T) {
 		`D.md:9: path keras/gone.go: no such file or directory`,
 		`D.md:9: Go module gorgonia.org/cu: not in go.mod`,
 		`D.md:13: Go module gorgonia.org/cu: not in go.mod`,
+		`D.md:14: Go name optim.Spec.Nope: Spec has no method or field Nope`,
+		`D.md:14: Go name optim.Gone: package optim (distlib/optim) declares no Gone`,
 	}
 	sort.Strings(got)
 	sort.Strings(want)
