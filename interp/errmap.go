@@ -40,6 +40,7 @@ func compileError(err error, code string) error {
 	if msg == "constant definition loop" || msg == "variable definition loop" {
 		msg = undefinedMsg
 	}
+	msg += optionHint(msg)
 	if line <= 0 {
 		return newEvalError("CompileError", msg)
 	}
@@ -53,6 +54,26 @@ func compileError(err error, code string) error {
 		}
 	}
 	return newEvalError("CompileError", value, trace...)
+}
+
+var optionMismatch = regexp.MustCompile(`cannot use type keras\.(\w+)Option as type keras\.(\w+)Option`)
+
+// optionHint says which options a keras call takes when a cell passes another call's
+// (keras.Epochs to Predict), which yaegi reports as a bare type mismatch.
+func optionHint(msg string) string {
+	m := optionMismatch.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	takes := map[string]string{
+		"Fit":      "keras.Epochs, keras.StepsPerEpoch, keras.ValidationData, keras.Callbacks, keras.Verbose, keras.BatchSize, ...",
+		"Evaluate": "keras.Steps, keras.Callbacks, keras.Verbose, keras.BatchSize",
+		"Predict":  "keras.Steps, keras.Callbacks, keras.Verbose, keras.BatchSize",
+	}[m[2]]
+	if takes == "" {
+		return ""
+	}
+	return fmt.Sprintf("\nthat option is not one of %s's: %s takes %s", m[2], m[2], takes)
 }
 
 var innerPos = regexp.MustCompile(`(\d+):(\d+): ([^:]+(?::[^\d][^:]*)*)$`)

@@ -300,6 +300,8 @@ var ec EpochCounter`)
 		{"c := tf.constant(1)", 1, "undefined: tf"},
 		{"var f float = 1.0", 1, "undefined: float"},
 		{"model.fit(t, t)", 1, "model.fit undefined (type *keras.Model has no field or method fit, but does have method Fit)"},
+		{"model.Predict(t, keras.Epochs(3))", 1, "cannot use type keras.FitOption as type keras.PredictOption\nthat option is not one of Predict's: Predict takes keras.Steps, keras.Callbacks, keras.Verbose, keras.BatchSize"},
+		{"model.Evaluate(t, t, keras.Epochs(3))", 1, "Evaluate does not take keras.Epochs(3): it is an option of Fit"},
 		{"t.shape", 1, "t.shape undefined (type *tensor.Tensor has no field or method shape, but does have method Shape)"},
 		{"len(t)", 1, "write t.Shape()[0]"},
 		{"a := 1\ny := layers.Dense(10)(t)", 2, "cannot call layers.Dense(10) (a *layers.DenseLayer, not a function)"},
