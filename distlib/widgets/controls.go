@@ -307,7 +307,7 @@ func childRefs(kind string, children []Child) ([]any, error) {
 	refs := make([]any, 0, len(children))
 	for i, c := range children {
 		if c == nil {
-			return nil, fmt.Errorf("widgets: %s child %d is nil: pass widgets made with widgets.New...", kind, i)
+			return nil, fmt.Errorf("widgets: %s child %d is nil: pass widgets made by a widgets.New function", kind, i)
 		}
 		refs = append(refs, "IPY_MODEL_"+c.ModelID())
 	}

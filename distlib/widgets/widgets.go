@@ -172,7 +172,6 @@ type Widget struct {
 	closed   bool
 	parts    []*Widget // layout and style models, closed with the widget
 	onCustom func(content map[string]any)
-	plain    func() string
 	urgent   bool // the front end's messages are handled as they come, even during a cell
 }
 
