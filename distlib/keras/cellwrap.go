@@ -33,3 +33,7 @@ func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *t
 func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
 	return o.applyOnPSContext(cell.Context(), c, grads, vars)
 }
+
+// refresh is refreshContext under the running cell's context (the model's context-free
+// methods: TrainableVariables, GetWeights, ...).
+func (m *Model) refresh() { m.refreshContext(cell.Context()) }

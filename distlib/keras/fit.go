@@ -831,7 +831,7 @@ func (m *Model) EvaluateContext(ctx context.Context, x any, args ...any) Logs {
 }
 
 func (m *Model) evaluate(ctx context.Context, ds *data.Dataset, maxSteps int, cbs []Callback, prog *progress) Logs {
-	m.refresh()
+	m.refreshContext(ctx)
 	metrics := m.compiledMetrics()
 	m.mw.eval = m.shardModeOf("Evaluate", ds)
 	for _, cb := range cbs {
@@ -905,7 +905,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...PredictOp
 		runOpts[i] = o.predictOption()
 	}
 	cfg := parseRun("Predict", runOpts)
-	m.refresh()
+	m.refreshContext(ctx)
 	ds := m.inputData("Predict", input, nil, cfg)
 	for _, cb := range cfg.callbacks {
 		cb.SetModel(m)

@@ -440,14 +440,14 @@ func (m *Model) variables(c int, trainableOnly bool) []*tensor.Variable {
 	return m.store.variables(m, c, trainableOnly)
 }
 
-// refresh brings the model's local variable copies up to date (from the parameter
-// servers, where they live there) before they are read.
-func (m *Model) refresh() {
+// refreshContext brings the model's local variable copies up to date (from the parameter
+// servers, where they live there) before they are read, within ctx.
+func (m *Model) refreshContext(ctx context.Context) {
 	m.mu.Lock()
 	st := m.store
 	m.mu.Unlock()
 	if st != nil {
-		st.refresh(m)
+		st.refresh(ctx, m)
 	}
 }
 

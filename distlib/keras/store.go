@@ -29,8 +29,8 @@ type varStore interface {
 	// values returns the current value of every parameter for code on the calling
 	// goroutine (Losses' penalties), differentiable with respect to TrainableVariables.
 	values(m *Model) []*tensor.Tensor
-	// refresh brings the local copies up to date before they are read.
-	refresh(m *Model)
+	// refresh brings the local copies up to date before they are read, within ctx.
+	refresh(ctx context.Context, m *Model)
 	// variables returns copy c's variables (the trainable ones only, or all); m.mu is held.
 	variables(m *Model, c int, trainableOnly bool) []*tensor.Variable
 	// assign sets parameter i of every copy (and where the variables live) to data(i).
@@ -112,7 +112,7 @@ func (mirroredStore) values(m *Model) []*tensor.Tensor {
 	return vals
 }
 
-func (mirroredStore) refresh(*Model) {}
+func (mirroredStore) refresh(context.Context, *Model) {}
 
 func (mirroredStore) variables(m *Model, c int, trainableOnly bool) []*tensor.Variable {
 	var out []*tensor.Variable
@@ -155,7 +155,7 @@ func (st *psModel) call(m *Model, x *tensor.Tensor, training bool, seed uint64) 
 
 func (st *psModel) values(m *Model) []*tensor.Tensor { return m.psRead(st) }
 
-func (st *psModel) refresh(m *Model) { m.psPull(st) }
+func (st *psModel) refresh(ctx context.Context, m *Model) { m.psPullContext(ctx, st) }
 
 func (st *psModel) variables(m *Model, c int, trainableOnly bool) []*tensor.Variable {
 	return mirroredStore{}.variables(m, c, trainableOnly)
@@ -197,7 +197,7 @@ func (s meshStore) values(m *Model) []*tensor.Tensor {
 	return vals
 }
 
-func (meshStore) refresh(*Model) {}
+func (meshStore) refresh(context.Context, *Model) {}
 
 func (meshStore) variables(m *Model, _ int, trainableOnly bool) []*tensor.Variable {
 	return m.meshVariables(trainableOnly)
