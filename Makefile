@@ -11,7 +11,7 @@ GOFLAGS_TAGS := $(if $(TAGS),-tags '$(TAGS)',)
 HAVE_CBLAS := $(shell [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ] && echo yes)
 TESTTIMEOUT ?= 40m
 
-.PHONY: all build deps install uninstall quickstart test test-short cross bench generate check-generate vet clean
+.PHONY: all build deps install uninstall quickstart test test-short cross staticcheck bench generate check-generate vet clean
 
 all: build
 
@@ -45,7 +45,7 @@ quickstart: deps install
 	  print("".join("".join(o["text"]) for o in outs if "Eval" in "".join(o["text"]) or "Number of devices" in "".join(o["text"])), end="")'
 	@echo "executed notebook: out/quickstart.ipynb"
 
-test: build cross
+test: build cross staticcheck
 	$(GO) vet $(GOFLAGS_TAGS) ./...
 	$(GO) test $(GOFLAGS_TAGS) -timeout $(TESTTIMEOUT) ./...
 	$(if $(HAVE_CBLAS),$(GO) test -tags openblas ./distlib/tensor ./distlib/optim)
@@ -77,6 +77,13 @@ cross:
 	@echo "cross: linux/arm64 tests under $(QEMU_AARCH64)"
 	GOOS=linux GOARCH=arm64 $(GO) test -exec $(QEMU_AARCH64) -short -timeout 15m \
 		-skip '$(ARM64_TEST_SKIP)' $(ARM64_TEST_PKGS)
+
+# staticcheck (honnef.co/go/tools, fetched through the module proxy at the pinned version) over
+# the module; an exception is a //lint:ignore line with its reason where the code is.
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+staticcheck:
+	$(STATICCHECK) $(GOFLAGS_TAGS) ./...
 
 test-short:
 	$(GO) test $(GOFLAGS_TAGS) -short ./...

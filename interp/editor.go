@@ -9,7 +9,6 @@ import (
 	"go/printer"
 	"go/scanner"
 	"go/token"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,9 +214,7 @@ func stdPackageDoc(path string) (*doc.Package, *token.FileSet) {
 	d.once.Do(func() {
 		dir := filepath.Join(build.Default.GOROOT, "src", filepath.FromSlash(path))
 		fset := token.NewFileSet()
-		pkgs, err := parser.ParseDir(fset, dir, func(fi fs.FileInfo) bool {
-			return !strings.HasSuffix(fi.Name(), "_test.go")
-		}, parser.ParseComments)
+		pkgs, err := parseDirFiles(fset, dir)
 		if err != nil && len(pkgs) == 0 {
 			return
 		}
@@ -225,9 +222,9 @@ func stdPackageDoc(path string) (*doc.Package, *token.FileSet) {
 		if len(want) > 1 && want[0] == 'v' && strings.Trim(want[1:], "0123456789") == "" {
 			want = pathBase(strings.TrimSuffix(path, "/"+want))
 		}
-		for name, p := range pkgs {
-			if name == want {
-				d.fset, d.pkg = fset, doc.New(p, path, doc.PreserveAST)
+		if files := pkgs[want]; len(files) > 0 {
+			if p, err := doc.NewFromFiles(fset, files, path, doc.PreserveAST); err == nil {
+				d.fset, d.pkg = fset, p
 			}
 		}
 	})
@@ -310,4 +307,31 @@ func valueNames(v *doc.Value, name string) bool {
 		}
 	}
 	return false
+}
+
+// parseDirFiles parses the non-test Go files of dir with their comments, grouped by
+// package name (what parser.ParseDir gave); files that do not parse are left out and the
+// first error is returned.
+func parseDirFiles(fset *token.FileSet, dir string) (map[string][]*ast.File, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	pkgs := map[string][]*ast.File{}
+	var first error
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			continue
+		}
+		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
+	}
+	return pkgs, first
 }

@@ -294,7 +294,7 @@ func (s *Session) cellTypeAt(code string, exprStart, exprEnd int) types.Type {
 	if err != nil {
 		return nil
 	}
-	var decls, stmts []string
+	var decls []string
 	var imports []importSpec
 	target := -1 // byte offset of the expression in the generated file
 	s.mu.Lock()
@@ -355,7 +355,6 @@ func (s *Session) cellTypeAt(code string, exprStart, exprEnd int) types.Type {
 				target = b.Len() + exprStart - c.Off
 			}
 			b.WriteString(c.Text + "\n")
-			stmts = append(stmts, c.Text)
 		}
 	}
 	b.WriteString("}\n")
@@ -429,10 +428,9 @@ func typeMembers(t types.Type) []string {
 // answer until the declarations change.
 func (s *Session) notebookTypeNames() map[reflect.Type]string {
 	s.mu.Lock()
-	var names, texts []string
+	var texts []string
 	for _, d := range s.decls {
 		if d.kind == "type" {
-			names = append(names, d.names...)
 			texts = append(texts, d.text)
 		}
 	}

@@ -15,8 +15,7 @@ func (d *Dataset) Map(fn func(Element) Element) *Dataset {
 	if fn == nil {
 		panic(fmt.Errorf("%w: Map: nil function", ErrArgument))
 	}
-	var out *Dataset
-	out = d.derive("MapDataset", d.card, nil, func() iterator {
+	out := d.derive("MapDataset", d.card, nil, func() iterator {
 		in := d.open()
 		return &funcIter{
 			nextFn: func() (Element, bool) {

@@ -179,8 +179,8 @@ func TestSplit(t *testing.T) {
 
 func TestLoadErrors(t *testing.T) {
 	im, lb := fixture(t, 4, 28, 28)
-	im3, lb5 := fixture(t, 3, 28, 28)
-	_, lb5 = fixture(t, 5, 28, 28)
+	im3, _ := fixture(t, 3, 28, 28)
+	_, lb5 := fixture(t, 5, 28, 28)
 	_ = lb
 	small, _ := fixture(t, 4, 27, 28)
 	badLabels := append([]byte(nil), lb...)

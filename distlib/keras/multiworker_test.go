@@ -150,6 +150,7 @@ func mwHelper(mode string) error {
 						select {
 						case <-stop:
 							return
+						//lint:ignore SA5004 the loop spins on purpose: it keeps a core busy
 						default:
 						}
 					}

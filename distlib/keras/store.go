@@ -264,15 +264,6 @@ func (m *Model) newMeshStore(params []paramInfo, inits []*tensor.Tensor) (varSto
 	return meshStore{m.engine}, nil
 }
 
-// psStore returns the model's parameter-server store, or nil when its variables live
-// elsewhere (or it is not built).
-func (m *Model) psStore() *psModel {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	st, _ := m.store.(*psModel)
-	return st
-}
-
 // applyThrough is how an optimizer's ApplyGradients in a custom loop reaches variables
 // that live where strategy s keeps them (the custom loop's trainerFor): pushed to the
 // parameter servers of a Coordinated strategy; inside a Run, the replicas' gradients

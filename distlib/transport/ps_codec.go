@@ -15,9 +15,6 @@ type psEncoder struct{ b []byte }
 func (e *psEncoder) u8(v uint8)   { e.b = append(e.b, v) }
 func (e *psEncoder) u32(v uint32) { e.b = binary.LittleEndian.AppendUint32(e.b, v) }
 func (e *psEncoder) u64(v uint64) { e.b = binary.LittleEndian.AppendUint64(e.b, v) }
-func (e *psEncoder) f32(v float32) {
-	e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(v))
-}
 
 func (e *psEncoder) ints(v []int) {
 	e.u32(uint32(len(v)))
@@ -122,8 +119,6 @@ func (d *psDecoder) u64() uint64 {
 	}
 	return 0
 }
-
-func (d *psDecoder) f32() float32 { return math.Float32frombits(d.u32()) }
 
 // count reads a length and checks that at least n*elemSize bytes remain for it.
 func (d *psDecoder) count(elemSize int) int {

@@ -117,17 +117,28 @@ func firstLine(s string) string {
 // entries: the declaration's signature followed by its doc comment.
 func collectDocs(importPath, dir string, docs map[string]string) error {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool {
-		return !strings.HasSuffix(fi.Name(), "_test.go")
-	}, parser.ParseComments)
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
-	for _, pkg := range pkgs {
-		files := make([]*ast.File, 0, len(pkg.Files))
-		for _, f := range pkg.Files {
-			files = append(files, f)
+	pkgs := map[string][]*ast.File{} // the non-test files by package name
+	var names []string
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
+			continue
 		}
+		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
+		if err != nil {
+			return err
+		}
+		if pkgs[f.Name.Name] == nil {
+			names = append(names, f.Name.Name)
+		}
+		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
+	}
+	for _, pkgName := range names {
+		files := pkgs[pkgName]
 		d, err := doc.NewFromFiles(fset, files, importPath)
 		if err != nil {
 			return err
