@@ -11,8 +11,8 @@ import (
 // The cache a core keeps: a dependent chain of loads (each load's value is the index of the
 // next) visits the 64-byte lines of a buffer in a random cyclic order, which no prefetcher
 // can follow, so each load costs the latency of wherever the line lies. While the buffer
-// fits the caches a core gets, that is a few ns; once it does not, it is the memory's
-// ~100 ns or more. On a VM the last-level cache is shared with other tenants' cores, so the
+// fits the caches a core gets, that is a cache's latency; once it does not, it is the
+// memory's, tens of times more. On a VM the last-level cache is shared with other tenants' cores, so the
 // size it holds for us is measured here, not taken from the CPU's datasheet, and it moves
 // with the other tenants' load (bench/RESULTS.md, the summaries' "cache a core keeps").
 

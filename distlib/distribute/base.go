@@ -35,7 +35,6 @@ type base struct {
 	worker, workers int         // this worker's index and the number of workers
 	chief           bool        // this worker writes checkpoints
 	remote          crossWorker // nil for one worker
-	shardPolicy     bool        // auto-shard datasets between workers
 
 	running atomic.Pointer[syncGroup] // the replicas' rendezvous of the Run in progress
 }

@@ -63,30 +63,30 @@ func TestCoordinatorContextCancel(t *testing.T) {
 		joinCancelled bool
 		// run schedules n spinning functions and waits for them under a context that ends
 		// soon; it returns the wait's error and the RemoteValues.
-		run func(ctx context.Context, n int) (error, []*RemoteValue)
+		run func(ctx context.Context, n int) ([]*RemoteValue, error)
 	}{
-		{"JoinContext", true, func(ctx context.Context, n int) (error, []*RemoteValue) {
+		{"JoinContext", true, func(ctx context.Context, n int) ([]*RemoteValue, error) {
 			var rvs []*RemoteValue
 			for range n {
 				rvs = append(rvs, c.ScheduleContext(context.Background(), spinStep(v, &running)))
 			}
-			return c.JoinContext(ctx), rvs
+			return rvs, c.JoinContext(ctx)
 		}},
-		{"ScheduleContext", false, func(ctx context.Context, n int) (error, []*RemoteValue) {
+		{"ScheduleContext", false, func(ctx context.Context, n int) ([]*RemoteValue, error) {
 			var rvs []*RemoteValue
 			for range n {
 				rvs = append(rvs, c.ScheduleContext(ctx, spinStep(v, &running)))
 			}
-			return c.JoinContext(context.Background()), rvs
+			return rvs, c.JoinContext(context.Background())
 		}},
-		{"cell context", true, func(ctx context.Context, n int) (error, []*RemoteValue) {
+		{"cell context", true, func(ctx context.Context, n int) ([]*RemoteValue, error) {
 			restore := cell.Set(ctx)
 			defer restore()
 			var rvs []*RemoteValue
 			for range n {
 				rvs = append(rvs, c.Schedule(spinStep(v, &running)))
 			}
-			return c.Join(), rvs
+			return rvs, c.Join()
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,7 +96,7 @@ func TestCoordinatorContextCancel(t *testing.T) {
 			defer timer.Stop()
 			var err error
 			var rvs []*RemoteValue
-			withTimeout(t, 20*time.Second, func() { err, rvs = tc.run(ctx, 50) })
+			withTimeout(t, 20*time.Second, func() { rvs, err = tc.run(ctx, 50) })
 			returned := time.Now()
 			if tc.joinCancelled && !errors.Is(err, context.Canceled) {
 				t.Fatalf("wait = %v, want an error wrapping context.Canceled", err)
@@ -141,13 +141,15 @@ func TestCoordinatorNilContext(t *testing.T) {
 	defer c.Close()
 	v := s.NewVariable("counter", tensor.Scalar(0), false)
 	//lint:ignore SA1012 the nil context is the bad input under test
-	if _, err := c.ScheduleContext(nil, counterStep(v, nil)).Fetch(); err == nil { //nolint:staticcheck
+	if _, err := c.ScheduleContext(nil, counterStep(v, nil)).Fetch(); err == nil {
 		t.Error("ScheduleContext(nil, ...) succeeded, want an error")
 	}
-	if err := c.JoinContext(nil); err == nil { //nolint:staticcheck
+	//lint:ignore SA1012 the nil context is the bad input under test
+	if err := c.JoinContext(nil); err == nil {
 		t.Error("JoinContext(nil) succeeded, want an error")
 	}
-	if _, err := c.Schedule(counterStep(v, nil)).FetchContext(nil); err == nil { //nolint:staticcheck
+	//lint:ignore SA1012 the nil context is the bad input under test
+	if _, err := c.Schedule(counterStep(v, nil)).FetchContext(nil); err == nil {
 		t.Error("FetchContext(nil) succeeded, want an error")
 	}
 }

@@ -235,9 +235,8 @@ func TestCoordinatorWorkerKilled(t *testing.T) {
 	before := c.workers[1].ran.Load()
 	deadline := time.Now().Add(10 * time.Second)
 	for c.workers[1].ran.Load() == before && time.Now().Before(deadline) {
-		var rvs []*RemoteValue
 		for i := 0; i < 50; i++ {
-			rvs = append(rvs, c.Schedule(counterStep(v, nil)))
+			c.Schedule(counterStep(v, nil))
 		}
 		if err := c.Join(); err != nil {
 			t.Fatal(err)

@@ -162,13 +162,6 @@ func (v *ShardedVariable) shardPart(data []float32, sh shard) []float32 {
 	return data[sh.offset*v.rowSize : (sh.offset+sh.rows)*v.rowSize]
 }
 
-func (v *ShardedVariable) rows() int {
-	if len(v.shape) == 0 {
-		return 1
-	}
-	return v.shape[0]
-}
-
 func (v *ShardedVariable) update(a access, kind transport.UpdateKind, rule transport.Rule, value *tensor.Tensor) error {
 	return v.updateID(a, a.nextID(), kind, rule, value)
 }

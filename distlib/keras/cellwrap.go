@@ -16,9 +16,6 @@ import (
 // psRead is psReadContext under the running cell's context.
 func (m *Model) psRead(st *psModel) []*tensor.Tensor { return m.psReadContext(cell.Context(), st) }
 
-// psPull is psPullContext under the running cell's context.
-func (m *Model) psPull(st *psModel) { m.psPullContext(cell.Context(), st) }
-
 // placeOnPS is placeOnPSContext under the running cell's context (the model's build).
 func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
 	return placeOnPSContext(cell.Context(), c, model, params, vars)

@@ -34,12 +34,11 @@ type Model struct {
 	psCache  psWorkerCache
 	psStates psStatePool
 
-	name     string
-	layers   []layers.Layer
-	strategy distribute.Strategy
-	seed     uint64
-	engine   MeshEngine // non-nil: variables laid out on a device mesh (mesh_hook.go)
-	store    varStore   // where the variables live, chosen by build (store.go)
+	name      string
+	layers    []layers.Layer
+	strategy  distribute.Strategy
+	seed      uint64
+	placement // where the variables live (store.go)
 
 	built      bool
 	inputShape []int
@@ -114,7 +113,7 @@ func Sequential(ls ...layers.Layer) *Model {
 	modelNames++
 	modelNamesMu.Unlock()
 	m := &Model{name: name, layers: append([]layers.Layer(nil), ls...), strategy: distribute.GetStrategy(), seed: nextSeed()}
-	m.engine = newMeshEngine()
+	m.placement = newPlacement()
 	if len(ls) > 0 {
 		if in := ls[0].InputShape(); in != nil {
 			if err := m.build(in); err != nil {

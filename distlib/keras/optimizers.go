@@ -1,7 +1,6 @@
 package keras
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"sync"
@@ -270,22 +269,6 @@ func (o *Optimizer) ApplyGradients(grads []*tensor.Tensor, vars []*tensor.Variab
 		return err
 	}
 	return apply(grads)
-}
-
-// applyOnPSContext pushes grads for vars (a model's variables placed on the parameter
-// servers of c) with this optimizer's rule within ctx, and counts one step.
-func (o *Optimizer) applyOnPSContext(ctx context.Context, c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
-	spec, err := psOptimizer(o)
-	if err != nil {
-		return err
-	}
-	if err := c.ExtendedApplyGradientsOnPS(ctx, spec, grads, vars); err != nil {
-		return fmt.Errorf("keras: ApplyGradients under %s: %w", c.Name(), err)
-	}
-	o.mu.Lock()
-	o.iterations++
-	o.mu.Unlock()
-	return nil
 }
 
 // applyReplicas applies one step: grads[r][i] to vars[r][i] for every replica copy r, with

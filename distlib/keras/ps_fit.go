@@ -586,3 +586,19 @@ func (d *psDoneStats) fold(rvs []*distribute.RemoteValue) stats {
 	d.open = open
 	return d.total
 }
+
+// applyOnPSContext pushes grads for vars (a model's variables placed on the parameter
+// servers of c) with this optimizer's rule within ctx, and counts one step.
+func (o *Optimizer) applyOnPSContext(ctx context.Context, c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	spec, err := psOptimizer(o)
+	if err != nil {
+		return err
+	}
+	if err := c.ExtendedApplyGradientsOnPS(ctx, spec, grads, vars); err != nil {
+		return fmt.Errorf("keras: ApplyGradients under %s: %w", c.Name(), err)
+	}
+	o.mu.Lock()
+	o.iterations++
+	o.mu.Unlock()
+	return nil
+}

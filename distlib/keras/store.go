@@ -10,6 +10,17 @@ import (
 	"godist/distlib/tensor"
 )
 
+// placement is where a model's variables live: the engine of the keras distribution in
+// force when the model was made (nil: the strategy places them), and the store build
+// chose.
+type placement struct {
+	engine MeshEngine // non-nil: variables laid out on a device mesh (mesh_hook.go)
+	store  varStore
+}
+
+// newPlacement captures the distribution in force, as a Keras 3 model does when it is made.
+func newPlacement() placement { return placement{engine: newMeshEngine()} }
+
 // varStore is where a built model's variables live. build chooses it once (newStore):
 // the strategy's copies (one per replica, or one shared copy: mirroredStore), copies that
 // stand for variables on parameter servers (psModel, for a distribute.Coordinated
