@@ -129,7 +129,7 @@ func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *
 				panic(fmt.Errorf("keras: Fit epoch %d step %d: %w", epoch+1, steps+1, err))
 			}
 			steps += len(batches)
-			if done { // the batches' storage takes the next ones : no garbage per step
+			if done { // the batches' storage takes the next ones: no garbage per step
 				for _, b := range batches {
 					it.Recycle(b)
 				}
