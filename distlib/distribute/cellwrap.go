@@ -101,3 +101,9 @@ func (s *ParameterServerStrategy) NewVariable(name string, init *tensor.Tensor, 
 func (v *ShardedVariable) Assign(t *tensor.Tensor) {
 	v.must(v.AssignContext(cell.Context(), t))
 }
+
+// NewMirroredVariables is NewMirroredVariablesContext with the running notebook cell's
+// context.
+func NewMirroredVariables(s Strategy, names []string, inits []*tensor.Tensor, trainable []bool) ([]*MirroredVariable, error) {
+	return NewMirroredVariablesContext(cell.Context(), s, names, inits, trainable)
+}

@@ -184,8 +184,9 @@ func newMirroredVariable(ctx context.Context, s Strategy, name string, init *ten
 // NewMirroredVariables creates several variables under s at once, the way a model's
 // variables are made: every worker starts from the chief's values (BroadcastFromChief),
 // then each variable gets one copy per replica device when s mirrors variables, otherwise
-// one copy on s.ExtendedVariableDevice(). names, inits and trainable go together.
-func NewMirroredVariables(s Strategy, names []string, inits []*tensor.Tensor, trainable []bool) (vars []*MirroredVariable, err error) {
+// one copy on s.ExtendedVariableDevice(). names, inits and trainable go together. The
+// broadcast waits within ctx.
+func NewMirroredVariablesContext(ctx context.Context, s Strategy, names []string, inits []*tensor.Tensor, trainable []bool) (vars []*MirroredVariable, err error) {
 	if s == nil {
 		return nil, fmt.Errorf("%w: NewMirroredVariables with a nil strategy", ErrReplicas)
 	}
@@ -197,7 +198,7 @@ func NewMirroredVariables(s Strategy, names []string, inits []*tensor.Tensor, tr
 			return nil, fmt.Errorf("distribute: NewMirroredVariables %q: nil initial value", names[i])
 		}
 	}
-	if inits, err = BroadcastFromChief(s, inits); err != nil {
+	if inits, err = BroadcastFromChiefContext(ctx, s, inits); err != nil {
 		return nil, fmt.Errorf("distribute: broadcast the initial values from the chief: %w", err)
 	}
 	defer func() {

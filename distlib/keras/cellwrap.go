@@ -16,10 +16,13 @@ import (
 // psRead is psReadContext under the running cell's context.
 func (m *Model) psRead(st *psModel) []*tensor.Tensor { return m.psReadContext(cell.Context(), st) }
 
-// placeOnPS is placeOnPSContext under the running cell's context (the model's build).
-func placeOnPS(c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
-	return placeOnPSContext(cell.Context(), c, model, params, vars)
-}
+// build is buildContext under the running cell's context: the model's context-free
+// builds (Sequential with an input shape, Build, Call, loading weights).
+func (m *Model) build(in []int) error { return m.buildContext(cell.Context(), in) }
+
+// ensureBuilt is ensureBuiltContext under the running cell's context (Call, the
+// sidecar's first batch).
+func (m *Model) ensureBuilt(x *tensor.Tensor) { m.ensureBuiltContext(cell.Context(), x) }
 
 // meshForward is meshForwardContext under the running cell's context (Model.Call on a mesh).
 func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *tensor.Tensor {

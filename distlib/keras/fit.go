@@ -440,7 +440,7 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...PredictOp
 			break
 		}
 		x, _ := splitXY("Predict", el, false)
-		m.ensureBuilt(x)
+		m.ensureBuiltContext(ctx, x)
 		devs := m.strategy.ExtendedReplicaDevices()
 		shards, err := distribute.SplitBatch(data.Element{x}, len(devs))
 		if err != nil {

@@ -169,7 +169,9 @@ func (m *Model) Build(inputShape ...int) (err error) {
 	return m.build(inputShape)
 }
 
-func (m *Model) build(in []int) error {
+// buildContext creates the model's variables for examples of shape in, placed by the
+// store (store.go) within ctx.
+func (m *Model) buildContext(ctx context.Context, in []int) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.built {
@@ -208,7 +210,7 @@ func (m *Model) build(in []int) error {
 		shapes[i] = out
 		cur = out
 	}
-	st, err := m.newStore(params, inits)
+	st, err := m.newStore(ctx, params, inits)
 	if err != nil {
 		return err
 	}
@@ -242,8 +244,9 @@ func (m *Model) checkLayerOwners() error {
 	return nil
 }
 
-// ensureBuilt builds the model from a batch's shape.
-func (m *Model) ensureBuilt(x *tensor.Tensor) {
+// ensureBuiltContext builds the model from a batch's shape; the variables' placement
+// (the chief's broadcast, the parameter servers) waits within ctx.
+func (m *Model) ensureBuiltContext(ctx context.Context, x *tensor.Tensor) {
 	if m.Built() {
 		return
 	}
@@ -251,7 +254,7 @@ func (m *Model) ensureBuilt(x *tensor.Tensor) {
 	if len(s) < 2 {
 		panic(fmt.Errorf("%w: model %s got inputs of shape %v; want a batch (batch, ...)", ErrShape, m.name, s))
 	}
-	if err := m.build(s[1:]); err != nil {
+	if err := m.buildContext(ctx, s[1:]); err != nil {
 		panic(err)
 	}
 }

@@ -479,7 +479,7 @@ func (e *psTrainer) begin(ctx context.Context, cfg *runConfig, ds *data.Dataset)
 	if err := checkBatch("Fit", x, y); err != nil {
 		return fmt.Errorf("keras: Fit: %w", err)
 	}
-	m.ensureBuilt(x)
+	m.ensureBuiltContext(ctx, x)
 	st, err := m.psSetup(s)
 	if err != nil {
 		return fmt.Errorf("keras: Fit: %w", err)

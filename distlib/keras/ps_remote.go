@@ -45,7 +45,7 @@ func (m *Model) psRemoteStep(w *distribute.WorkerContext, opt *distribute.PSOpti
 	}
 	psBuildMu.Lock()
 	if !m.Built() {
-		m.ensureBuilt(batches[0][0])
+		m.ensureBuiltContext(w.Context(), batches[0][0])
 	}
 	psBuildMu.Unlock()
 	svars := make([]*distribute.ShardedVariable, len(m.params))

@@ -118,7 +118,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	if err := checkBatch("Fit", x, y); err != nil {
 		return stats{}, err
 	}
-	m.ensureBuilt(x)
+	m.ensureBuiltContext(ctx, x)
 	globalBatch := global
 	if global == 0 {
 		var err error
@@ -269,7 +269,7 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 	if err := checkBatch("Evaluate", x, y); err != nil {
 		return stats{}, err
 	}
-	m.ensureBuilt(x)
+	m.ensureBuiltContext(ctx, x)
 	x, y, _, err := m.workerShare(m.mw.eval, x, y, false)
 	if err != nil {
 		return stats{}, err

@@ -59,9 +59,9 @@ type varStore interface {
 // newStore creates the variables of a model being built: params with their initial
 // values inits, laid out by the model's mesh engine when a keras distribution made it, else
 // by its strategy. It sets m.devices and m.vars; m.mu is held.
-func (m *Model) newStore(params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
+func (m *Model) newStore(ctx context.Context, params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
 	if m.engine != nil {
-		return m.newMeshStore(params, inits)
+		return m.newMeshStore(ctx, params, inits)
 	}
 	// The strategy mirrors (or places) the variables: one copy per replica, or one shared
 	// copy, every worker starting from the chief's values. Frozen ones stay watched by
@@ -71,7 +71,7 @@ func (m *Model) newStore(params []paramInfo, inits []*tensor.Tensor) (varStore, 
 	for i, p := range params {
 		names[i], trainable[i] = p.name, p.declared
 	}
-	mvs, err := distribute.NewMirroredVariables(m.strategy, names, inits, trainable)
+	mvs, err := distribute.NewMirroredVariablesContext(ctx, m.strategy, names, inits, trainable)
 	if err != nil {
 		return nil, fmt.Errorf("keras: create the variables of %s: %w", m.name, err)
 	}
@@ -95,7 +95,7 @@ func (m *Model) newStore(params []paramInfo, inits []*tensor.Tensor) (varStore, 
 		// Variables made in a ParameterServerStrategy's scope live on the ps tasks (as in
 		// TensorFlow), for Fit and for a ClusterCoordinator's custom loop alike; this
 		// process's copy stands for them.
-		st, err := placeOnPS(c, m.name, params, vars[0])
+		st, err := placeOnPSContext(ctx, c, m.name, params, vars[0])
 		if err != nil {
 			return nil, fmt.Errorf("keras: place the variables of %s on the parameter servers: %w", m.name, err)
 		}
@@ -253,14 +253,14 @@ func (s meshStore) slotParts(i int, g []float32) ([][]float32, error) { return s
 
 // newMeshStore lays the parameters out on the model's device mesh, every worker starting
 // from the chief's initial values; m.mu is held.
-func (m *Model) newMeshStore(params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
+func (m *Model) newMeshStore(ctx context.Context, params []paramInfo, inits []*tensor.Tensor) (varStore, error) {
 	for _, l := range m.layers {
 		if r, ok := l.(layers.Regularized); ok && r.HasRegularizer() {
 			return nil, fmt.Errorf("%w: model %s: layer %s has a KernelRegularizer, which a keras distribution (device mesh) does not apply yet: "+
 				"remove it, or train with a distribute strategy", ErrInvalidArgument, m.name, l.Name())
 		}
 	}
-	inits, err := distribute.BroadcastFromChief(m.strategy, inits)
+	inits, err := distribute.BroadcastFromChiefContext(ctx, m.strategy, inits)
 	if err != nil {
 		return nil, fmt.Errorf("keras: broadcast the initial variables of %s from the chief: %w", m.name, err)
 	}

@@ -130,7 +130,7 @@ func (e *meshTrainer) step(ctx context.Context, batches []data.Element) (stats, 
 	if err := checkBatch("Fit", x, y); err != nil {
 		return stats{}, false, err
 	}
-	e.m.ensureBuilt(x)
+	e.m.ensureBuiltContext(ctx, x)
 	st, err := e.m.meshTrainStep(ctx, x, y, e.metrics)
 	return st, true, err
 }
