@@ -38,18 +38,18 @@ func TestMirroredPairUpdateIsEachCopysOwn(t *testing.T) {
 			shared[i] = gradTerms{random(n), random(n)}
 			cloned[i] = gradTerms{slices.Clone(shared[i][0]), slices.Clone(shared[i][1])}
 		}
-		before := mirroredPairSteps.Load()
+		before := paired.pairSteps.Load()
 		if err := paired.applyTerms([][]gradTerms{shared, shared}, pv); err != nil {
 			t.Fatal(err)
 		}
-		if mirroredPairSteps.Load() != before+1 {
+		if paired.pairSteps.Load() != before+1 {
 			t.Fatal("the copies were not updated as a pair")
 		}
 		// Replica 1's terms in other memory: not a pair, each copy updated on its own.
 		if err := own.applyTerms([][]gradTerms{shared, cloned}, ov); err != nil {
 			t.Fatal(err)
 		}
-		if mirroredPairSteps.Load() != before+1 {
+		if own.pairSteps.Load() != 0 {
 			t.Fatal("terms in different memory were updated as a pair")
 		}
 		sameUpdates(t, fmt.Sprintf("step %d", step), paired, own, pv, ov)
@@ -152,7 +152,7 @@ func TestMirroredPairBorrowsSlotsUntilAStepIsNot(t *testing.T) {
 			terms[i] = gradTerms{g0, g1}
 			other[i] = gradTerms{slices.Clone(g0), slices.Clone(g1)}
 		}
-		before := mirroredPairSteps.Load()
+		before := paired.pairSteps.Load()
 		second := other // the same values in other memory: each copy on its own
 		if pair {
 			second = terms
@@ -160,7 +160,7 @@ func TestMirroredPairBorrowsSlotsUntilAStepIsNot(t *testing.T) {
 		if err := paired.applyTerms([][]gradTerms{terms, second}, pv); err != nil {
 			t.Fatal(err)
 		}
-		if got := mirroredPairSteps.Load() - before; got != map[bool]int64{true: 1, false: 0}[pair] {
+		if got := paired.pairSteps.Load() - before; got != map[bool]int64{true: 1, false: 0}[pair] {
 			t.Fatalf("step %d (pair %v): %d pair updates", step, pair, got)
 		}
 		if err := own.applyTerms([][]gradTerms{terms, other}, ov); err != nil {

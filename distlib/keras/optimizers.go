@@ -26,6 +26,8 @@ type Optimizer struct {
 
 	mu    sync.Mutex
 	slots map[*tensor.Variable]*slotState
+
+	pairSteps atomic.Int64 // updates runMirroredPair ran, which tests read
 }
 
 // slotState is an optimizer's state for one variable: its step count and its slots
@@ -355,7 +357,7 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 		// same state: each goroutine runs the rule over half of every large variable once
 		// and leaves the result in both copies (optim.Spec.ApplyTermsMirrored), instead of
 		// each running it over all of its own copy.
-		mirroredPairSteps.Add(1)
+		o.pairSteps.Add(1)
 		// The two copies' slots hold the same values, and the pair's update writes the same
 		// values into both: the second copy of a large variable borrows the first's slots
 		// (one copy of Adam's moments read and written instead of two), until a step that
@@ -397,9 +399,6 @@ func (o *Optimizer) applyTerms(grads [][]gradTerms, vars [][]*tensor.Variable) e
 	wg.Wait()
 	return nil
 }
-
-// mirroredPairSteps counts the updates that runMirroredPair ran (for tests).
-var mirroredPairSteps atomic.Int64
 
 // mirroredMin is the size from which two replicas' copies of a variable share one update
 // (runMirroredPair); below it, meeting costs more than the half update saves.
