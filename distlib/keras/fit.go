@@ -164,7 +164,9 @@ func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *
 			panic(fmt.Errorf("keras: Fit epoch %d: %w", epoch+1, err))
 		}
 		total.add(rest)
-		f.epochEnd(epoch, steps, total)
+		if !f.epochEnd(epoch, steps, total) {
+			return f.trainEnd()
+		}
 	}
 	return f.trainEnd()
 }
@@ -267,14 +269,20 @@ func (f *fitLoop) epochBegin(epoch int) {
 // epochEnd closes an epoch of steps steps whose training figures are total: it fixes the
 // epoch length if it was unknown, adds the validation logs, and tells the progress bar and
 // the callbacks.
-func (f *fitLoop) epochEnd(epoch, steps int, total stats) {
+func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	if f.target == 0 {
 		f.target = steps
 		f.hist.Params["steps"] = steps
 	}
 	f.logs = f.m.logsOf(total, "")
 	if f.cfg.validation != nil {
-		vl := f.m.evaluate(f.ctx, f.cfg.validation, f.cfg.validationSteps, nil, nil)
+		vl, err := f.validate()
+		if err != nil {
+			if f.interrupted(epoch, steps) {
+				return false
+			}
+			panic(err)
+		}
 		for k, v := range vl {
 			f.logs["val_"+k] = v
 		}
@@ -294,6 +302,22 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) {
 			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
 		}
 	}
+	return true
+}
+
+// validate evaluates the validation data at an epoch's end. An interrupt there ends Fit
+// as one during the epoch does (err, for interrupted to report), not with a panic.
+func (f *fitLoop) validate() (vl Logs, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			e, ok := r.(error)
+			if !ok || f.ctx.Err() == nil {
+				panic(r)
+			}
+			err = e
+		}
+	}()
+	return f.m.evaluate(f.ctx, f.cfg.validation, f.cfg.validationSteps, nil, nil), nil
 }
 
 // syncWorkers returns once every worker has called it: an all-reduce of one value.

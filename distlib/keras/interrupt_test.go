@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
 	"godist/internal/leakcheck"
@@ -112,4 +113,31 @@ func settledGoroutines() int {
 		n = min(n, m)
 	}
 	return n
+}
+
+// TestFitInterruptedInValidation: a cancel while the epoch's validation data is evaluated
+// ends Fit as one during the epoch does: the line saying where, the History of the epochs
+// before, and no panic.
+func TestFitInterruptedInValidation(t *testing.T) {
+	m := Sequential(layers.Input(6, 6), layers.Flatten(), layers.Dense(8, layers.ReLU), layers.Dense(2))
+	m.Compile(Adam(1e-3), SparseCategoricalCrossentropy(true), "accuracy")
+	var out bytes.Buffer
+	m.stdout = &out
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	epochs := 0
+	cb := LambdaCallback{OnEpochEnd: func(int, Logs) { epochs++ }}
+	val := imageData().Map(func(el data.Element) data.Element {
+		if epochs == 1 { // the second epoch's validation
+			cancel()
+		}
+		return el
+	})
+	h := m.FitContext(ctx, imageData(), Epochs(5), ValidationData(val), Callbacks(cb), Verbose(2))
+	if len(h.Epoch) != 1 || epochs != 1 {
+		t.Errorf("History has %d epochs, %d epoch ends ran; want 1 and 1 (the second stopped in its validation)", len(h.Epoch), epochs)
+	}
+	if got := out.String(); !strings.Contains(got, "Fit interrupted in epoch 2/5 after step 3/3") {
+		t.Errorf("Fit output does not say where it stopped:\n%s", got)
+	}
 }
