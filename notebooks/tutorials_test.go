@@ -27,7 +27,7 @@ func startPS() (string, func() error) {
 	}
 	spec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 	r, _ := cluster.NewSimpleClusterResolver(spec, "ps", 0, "grpc")
-	srv, err := distribute.ServeParameterServer(r, lis, distribute.WithPSToken(psToken))
+	srv, err := distribute.ServeParameterServer(r, lis, distribute.WithClusterToken(psToken))
 	if err != nil {
 		panic(err)
 	}
@@ -42,7 +42,7 @@ clusterSpec, _ := cluster.NewClusterSpec(map[string][]string{
 clusterResolver, _ := cluster.NewSimpleClusterResolver(clusterSpec, "chief", 0, "grpc")
 variablePartitioner := distribute.NewMinSizePartitioner(256<<10, NUM_PS)
 strategy := distribute.NewParameterServerStrategy(clusterResolver,
-	distribute.WithVariablePartitioner(variablePartitioner), distribute.WithPSToken(psToken))
+	distribute.WithVariablePartitioner(variablePartitioner), distribute.WithClusterToken(psToken))
 fmt.Println(strategy.Name(), strategy.NumWorkers(), "workers", strategy.NumPS(), "ps")`,
 		want: `^ParameterServerStrategy 2 workers 2 ps\n$`,
 	},

@@ -141,7 +141,7 @@ func measure(n, batch, spe, windows int, window time.Duration, warmup int, prof 
 	must(err)
 	r, err := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
 	must(err)
-	s := distribute.NewParameterServerStrategy(r, distribute.WithPSToken(token), distribute.WithRemoteWorkers())
+	s := distribute.NewParameterServerStrategy(r, distribute.WithClusterToken(token), distribute.WithRemoteWorkers())
 	defer s.Close()
 	var m *keras.Model
 	s.Scope(func() { m = build() })
@@ -312,7 +312,7 @@ func serveRole(role string) error {
 	case "ps":
 		spec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 		r, _ := cluster.NewSimpleClusterResolver(spec, "ps", 0, "grpc")
-		srv, err := distribute.ServeParameterServer(r, lis, distribute.WithPSToken(token))
+		srv, err := distribute.ServeParameterServer(r, lis, distribute.WithClusterToken(token))
 		if err != nil {
 			return err
 		}
@@ -335,7 +335,7 @@ func serveRole(role string) error {
 			return err
 		}
 		build().RegisterPSTrainStep()
-		t, err := distribute.ServeWorker(r, lis, distribute.WithPSToken(token))
+		t, err := distribute.ServeWorker(r, lis, distribute.WithClusterToken(token))
 		if err != nil {
 			return err
 		}

@@ -81,12 +81,6 @@ func WithCommunicationTimeout(d time.Duration) MultiWorkerOption {
 	return multiWorkerOption(func(o *options) { o.multi().timeout = d })
 }
 
-// WithClusterToken sets the shared secret of the gRPC transport (by default the
-// GODIST_CLUSTER_TOKEN environment variable, which godist launch sets).
-func WithClusterToken(token string) MultiWorkerOption {
-	return multiWorkerOption(func(o *options) { o.multi().token = token })
-}
-
 // WithBindAll makes the worker listen on all interfaces (0.0.0.0) at its port instead of
 // on the host TF_CONFIG names for it (127.0.0.1 in a one-machine cluster), for containers
 // whose cluster address is not one of their own; GODIST_BIND_ALL=1 does the same.

@@ -39,13 +39,13 @@ func TestRemoteWorkerFunctionAhead(t *testing.T) {
 	}
 	spec := remoteSpec(t, servers[0].Addr().String(), []string{lis.Addr().String()})
 	wr, _ := cluster.NewSimpleClusterResolver(spec, "worker", 0, "grpc")
-	task, err := ServeWorker(wr, lis, WithPSToken(testToken))
+	task, err := ServeWorker(wr, lis, WithClusterToken(testToken))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer task.Close()
 	cr, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
-	s, err := newParameterServerStrategy(cr, []PSOption{WithPSToken(testToken), WithPSTimeout(2 * time.Second), WithRemoteWorkers()})
+	s, err := newParameterServerStrategy(cr, []PSOption{WithClusterToken(testToken), WithPSTimeout(2 * time.Second), WithRemoteWorkers()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func TestPSHelperProcess(t *testing.T) {
 	}
 	spec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 	r, _ := cluster.NewSimpleClusterResolver(spec, "ps", 0, "grpc")
-	if _, err := ServeParameterServer(r, lis, WithPSToken(testToken)); err != nil {
+	if _, err := ServeParameterServer(r, lis, WithClusterToken(testToken)); err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
 	}
@@ -61,7 +61,7 @@ func strategyFor(t *testing.T, psAddr string, workers int) *ParameterServerStrat
 		t.Fatal(err)
 	}
 	r, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
-	s, err := newParameterServerStrategy(r, []PSOption{WithPSToken(testToken), WithPSTimeout(time.Second)})
+	s, err := newParameterServerStrategy(r, []PSOption{WithClusterToken(testToken), WithPSTimeout(time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}

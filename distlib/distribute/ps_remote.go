@@ -182,7 +182,7 @@ func ServeWorker(r cluster.Resolver, lis net.Listener, opts ...PSOption) (*Worke
 		return nil, fmt.Errorf("%w: task %s %d is not a worker task", ErrCluster, r.TaskType(), r.TaskID())
 	}
 	if o.token == "" {
-		return nil, fmt.Errorf("%w: %v; or use WithPSToken", ErrCluster, o.tokenErr)
+		return nil, fmt.Errorf("%w: %v; or use WithClusterToken", ErrCluster, o.tokenErr)
 	}
 	spec := r.ClusterSpec()
 	me := spec.Rank(cluster.Task{Type: cluster.Worker, Index: r.TaskID()})

@@ -68,7 +68,7 @@ func TestWorkerHelperProcess(t *testing.T) {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
 	}
-	w, err := ServeWorker(r, nil, WithPSToken(testToken))
+	w, err := ServeWorker(r, nil, WithClusterToken(testToken))
 	if err != nil {
 		fmt.Println("ERROR", err)
 		os.Exit(2)
@@ -112,7 +112,7 @@ func TestRemoteWorkerKilledAndRestarted(t *testing.T) {
 	victim := startWorkerProcess(t, psAddr, addrs, 1)
 
 	r, _ := cluster.NewSimpleClusterResolver(remoteSpec(t, psAddr, addrs), "chief", 0, "grpc")
-	s, err := newParameterServerStrategy(r, []PSOption{WithPSToken(testToken), WithPSTimeout(2 * time.Second), WithRemoteWorkers()})
+	s, err := newParameterServerStrategy(r, []PSOption{WithClusterToken(testToken), WithPSTimeout(2 * time.Second), WithRemoteWorkers()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,8 +31,15 @@ func (e *PSFailureError) Error() string {
 // Unwrap returns ErrPSFailed and the cause.
 func (e *PSFailureError) Unwrap() []error { return []error{ErrPSFailed, e.Err} }
 
-// PSOption configures NewParameterServerStrategy.
-type PSOption func(*psOptions)
+// PSOption configures NewParameterServerStrategy, ServeParameterServer and ServeWorker:
+// WithRemoteWorkers, WithWorkerTimeout, WithVariablePartitioner, WithPSTimeout,
+// WithClusterToken.
+type PSOption interface{ applyPS(*psOptions) }
+
+// psOption is an option of the parameter-server constructors alone.
+type psOption func(*psOptions)
+
+func (f psOption) applyPS(o *psOptions) { f(o) }
 
 type psOptions struct {
 	partitioner   Partitioner
@@ -49,7 +56,7 @@ type psOptions struct {
 // instead of on executors inside the coordinator's process. Only functions registered with
 // RegisterFunction can run there: schedule them with ScheduleFunction.
 func WithRemoteWorkers() PSOption {
-	return func(o *psOptions) { o.remote = true }
+	return psOption(func(o *psOptions) { o.remote = true })
 }
 
 // WithWorkerTimeout bounds one scheduled function on a remote worker (default 60 s): a
@@ -60,7 +67,7 @@ func WithRemoteWorkers() PSOption {
 // (default DefaultWorkerReachTimeout, 30 s): then they fail, and Join, Fetch and Fit
 // return a *WorkerUnreachableError naming the worker tasks that did not answer.
 func WithWorkerTimeout(d time.Duration) PSOption {
-	return func(o *psOptions) { o.workerTimeout, o.reachTimeout = d, d }
+	return psOption(func(o *psOptions) { o.workerTimeout, o.reachTimeout = d, d })
 }
 
 // DefaultWorkerReachTimeout is how long scheduled functions wait for a reachable worker
@@ -70,26 +77,21 @@ const DefaultWorkerReachTimeout = 30 * time.Second
 // WithVariablePartitioner shards the variables the strategy creates
 // (ParameterServerStrategy(variable_partitioner=...)).
 func WithVariablePartitioner(p Partitioner) PSOption {
-	return func(o *psOptions) { o.partitioner = p }
-}
-
-// WithPSToken sets the cluster token (default: GODIST_CLUSTER_TOKEN, which godist launch sets).
-func WithPSToken(token string) PSOption {
-	return func(o *psOptions) { o.token = token }
+	return psOption(func(o *psOptions) { o.partitioner = p })
 }
 
 // WithPSTimeout bounds every call to a parameter server (default 10 s): a worker whose call
 // does not finish in time counts as lost and its step runs on another worker; a ps that
 // does not answer the coordinator in time stops training with a *PSFailureError.
 func WithPSTimeout(d time.Duration) PSOption {
-	return func(o *psOptions) { o.timeout = d }
+	return psOption(func(o *psOptions) { o.timeout = d })
 }
 
 func applyPSOptions(opts []PSOption) *psOptions {
 	o := &psOptions{timeout: 10 * time.Second}
 	for _, opt := range opts {
 		if opt != nil {
-			opt(o)
+			opt.applyPS(o)
 		}
 	}
 	if o.token == "" {
@@ -170,7 +172,7 @@ func newParameterServerStrategy(r cluster.Resolver, opts []PSOption) (*Parameter
 		return nil, fmt.Errorf("%w: ParameterServerStrategy needs at least one worker task, the cluster %v has none", ErrCluster, spec)
 	}
 	if o.token == "" {
-		return nil, fmt.Errorf("%w: %v; or use WithPSToken", ErrCluster, o.tokenErr)
+		return nil, fmt.Errorf("%w: %v; or use WithClusterToken", ErrCluster, o.tokenErr)
 	}
 	s := &ParameterServerStrategy{resolver: r, numWorkers: nw, partitioner: o.partitioner, token: o.token, timeout: o.timeout,
 		remote: o.remote, workerAddrs: spec.JobTasks(cluster.Worker), workerTO: o.workerTimeout, reachTO: o.reachTimeout, names: map[string]int{}}

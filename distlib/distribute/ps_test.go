@@ -36,7 +36,7 @@ func psCluster(t *testing.T, nps, nworkers int, opts ...PSOption) (*ParameterSer
 		jobs["ps"] = append(jobs["ps"], lis.Addr().String())
 		spec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 		r, _ := cluster.NewSimpleClusterResolver(spec, "ps", 0, "grpc")
-		srv, err := ServeParameterServer(r, lis, WithPSToken(testToken))
+		srv, err := ServeParameterServer(r, lis, WithClusterToken(testToken))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func psCluster(t *testing.T, nps, nworkers int, opts ...PSOption) (*ParameterSer
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newParameterServerStrategy(r, append([]PSOption{WithPSToken(testToken), WithPSTimeout(2 * time.Second)}, opts...))
+	s, err := newParameterServerStrategy(r, append([]PSOption{WithClusterToken(testToken), WithPSTimeout(2 * time.Second)}, opts...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,12 +136,12 @@ func TestShardedVariable(t *testing.T) {
 func TestNewParameterServerStrategyErrors(t *testing.T) {
 	noPS, _ := cluster.NewClusterSpec(map[string][]string{"worker": {"127.0.0.1:2"}, "chief": {"127.0.0.1:1"}})
 	r, _ := cluster.NewSimpleClusterResolver(noPS, "chief", 0, "grpc")
-	if _, err := newParameterServerStrategy(r, []PSOption{WithPSToken("x")}); !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "ps") {
+	if _, err := newParameterServerStrategy(r, []PSOption{WithClusterToken("x")}); !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "ps") {
 		t.Errorf("cluster without ps: error = %v, want ErrCluster naming ps", err)
 	}
 	noW, _ := cluster.NewClusterSpec(map[string][]string{"ps": {"127.0.0.1:3"}, "chief": {"127.0.0.1:1"}})
 	r, _ = cluster.NewSimpleClusterResolver(noW, "chief", 0, "grpc")
-	if _, err := newParameterServerStrategy(r, []PSOption{WithPSToken("x")}); !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "worker") {
+	if _, err := newParameterServerStrategy(r, []PSOption{WithClusterToken("x")}); !errors.Is(err, ErrCluster) || !strings.Contains(err.Error(), "worker") {
 		t.Errorf("cluster without workers: error = %v, want ErrCluster naming workers", err)
 	}
 }

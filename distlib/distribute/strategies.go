@@ -32,6 +32,19 @@ func (o LocalDevicesOption) applyMirrored(x *options)       { o.f(x) }
 func (o LocalDevicesOption) applyCentralStorage(x *options) { o.f(x) }
 func (o LocalDevicesOption) applyMultiWorker(x *options)    { o.f(x) }
 
+// ClusterTokenOption is the option of every constructor that joins a cluster
+// (WithClusterToken): a MultiWorkerOption and a PSOption.
+type ClusterTokenOption struct{ token string }
+
+func (o ClusterTokenOption) applyMultiWorker(x *options) { x.multi().token = o.token }
+func (o ClusterTokenOption) applyPS(x *psOptions)        { x.token = o.token }
+
+// WithClusterToken sets the shared secret of the cluster's connections (by default the
+// GODIST_CLUSTER_TOKEN environment variable, which godist launch sets), for
+// NewMultiWorkerMirroredStrategy and for NewParameterServerStrategy, ServeParameterServer
+// and ServeWorker.
+func WithClusterToken(token string) ClusterTokenOption { return ClusterTokenOption{token} }
+
 // centralStorageOption is an option of NewCentralStorageStrategy alone.
 type centralStorageOption func(*options)
 

@@ -39,7 +39,7 @@ func psStrategy(t *testing.T, nps, nworkers int, opts ...distribute.PSOption) (*
 		jobs["ps"] = append(jobs["ps"], lis.Addr().String())
 		spec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 		r, _ := cluster.NewSimpleClusterResolver(spec, "ps", 0, "grpc")
-		srv, err := distribute.ServeParameterServer(r, lis, distribute.WithPSToken(psTestToken))
+		srv, err := distribute.ServeParameterServer(r, lis, distribute.WithClusterToken(psTestToken))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -51,7 +51,7 @@ func psStrategy(t *testing.T, nps, nworkers int, opts ...distribute.PSOption) (*
 		t.Fatal(err)
 	}
 	r, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
-	s := distribute.NewParameterServerStrategy(r, append([]distribute.PSOption{distribute.WithPSToken(psTestToken),
+	s := distribute.NewParameterServerStrategy(r, append([]distribute.PSOption{distribute.WithClusterToken(psTestToken),
 		distribute.WithPSTimeout(time.Second)}, opts...)...)
 	t.Cleanup(func() { s.Close() })
 	return s, servers

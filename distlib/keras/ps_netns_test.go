@@ -71,7 +71,7 @@ func psNetnsHelper(mode string, stdin io.Reader) error {
 	if err != nil {
 		return err
 	}
-	opts := []distribute.PSOption{distribute.WithPSToken(psTestToken), distribute.WithPSTimeout(psNetnsPSTimeout)}
+	opts := []distribute.PSOption{distribute.WithClusterToken(psTestToken), distribute.WithPSTimeout(psNetnsPSTimeout)}
 	SetRandomSeed(1) // the same program on every task: the same model, built first (same names)
 	role, index, _ := strings.Cut(mode, " ")
 	switch role {

@@ -56,7 +56,7 @@ func psHelper(mode string) error {
 			return err
 		}
 		mnistModel().RegisterPSTrainStep()
-		if _, err := distribute.ServeWorker(r, lis, distribute.WithPSToken(psTestToken)); err != nil {
+		if _, err := distribute.ServeWorker(r, lis, distribute.WithClusterToken(psTestToken)); err != nil {
 			return err
 		}
 		fmt.Println("ADDR", lis.Addr().String())
@@ -68,7 +68,7 @@ func psHelper(mode string) error {
 			return err
 		}
 		r, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
-		s := distribute.NewParameterServerStrategy(r, distribute.WithPSToken(psTestToken), distribute.WithRemoteWorkers())
+		s := distribute.NewParameterServerStrategy(r, distribute.WithClusterToken(psTestToken), distribute.WithRemoteWorkers())
 		defer s.Close()
 		var pm *Model
 		s.Scope(func() { pm = mnistModel() })

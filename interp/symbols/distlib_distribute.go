@@ -89,7 +89,6 @@ func init() {
 		"WithDevices":                    reflect.ValueOf(distribute.WithDevices),
 		"WithHealthCheck":                reflect.ValueOf(distribute.WithHealthCheck),
 		"WithPSTimeout":                  reflect.ValueOf(distribute.WithPSTimeout),
-		"WithPSToken":                    reflect.ValueOf(distribute.WithPSToken),
 		"WithParameterDevice":            reflect.ValueOf(distribute.WithParameterDevice),
 		"WithRemoteWorkers":              reflect.ValueOf(distribute.WithRemoteWorkers),
 		"WithTransport":                  reflect.ValueOf(distribute.WithTransport),

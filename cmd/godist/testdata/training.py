@@ -204,13 +204,13 @@ COORDINATOR = '''import (
 lis, _ := net.Listen("tcp", "127.0.0.1:0")
 psSpec, _ := cluster.NewClusterSpec(map[string][]string{"ps": {lis.Addr().String()}})
 psResolver, _ := cluster.NewSimpleClusterResolver(psSpec, "ps", 0, "grpc")
-psServer, err := distribute.ServeParameterServer(psResolver, lis, distribute.WithPSToken("t"))
+psServer, err := distribute.ServeParameterServer(psResolver, lis, distribute.WithClusterToken("t"))
 if err != nil {
     panic(err)
 }
 spec, _ := cluster.NewClusterSpec(map[string][]string{"chief": {"127.0.0.1:1"}, "worker": {"127.0.0.1:2", "127.0.0.1:3"}, "ps": {lis.Addr().String()}})
 resolver, _ := cluster.NewSimpleClusterResolver(spec, "chief", 0, "grpc")
-psStrategy := distribute.NewParameterServerStrategy(resolver, distribute.WithPSToken("t"))
+psStrategy := distribute.NewParameterServerStrategy(resolver, distribute.WithClusterToken("t"))
 coordinator := distribute.NewClusterCoordinator(psStrategy)
 counter := psStrategy.NewVariable("counter", tensor.Scalar(0), false)
 step := func(w *distribute.WorkerContext) (*tensor.Tensor, error) {
