@@ -323,10 +323,10 @@ for _, p := range []distribute.Partitioner{
 		name: "000/strategy-extended",
 		tf:   "strategy.extended (tf.distribute.StrategyExtended)",
 		code: `strategy := distribute.NewMirroredStrategy()
-fmt.Println(strategy.ExtendedReplicaDevices())
-fmt.Println("mirrored variables:", strategy.ExtendedMirrorsVariables())
+fmt.Println(strategy.Extended().ReplicaDevices())
+fmt.Println("mirrored variables:", strategy.Extended().MirrorsVariables())
 central := distribute.NewCentralStorageStrategy(distribute.WithDevices("/cpu:0", "/cpu:1"))
-fmt.Println("central storage mirrors:", central.ExtendedMirrorsVariables(), "variables on", central.ExtendedVariableDevice())`,
+fmt.Println("central storage mirrors:", central.Extended().MirrorsVariables(), "variables on", central.Extended().VariableDevice())`,
 		want: `^\[/job:localhost/replica:0/task:0/device:CPU:0 /job:localhost/replica:0/task:0/device:CPU:1\]\nmirrored variables: true\ncentral storage mirrors: false variables on /job:localhost/replica:0/task:0/device:CPU:0\n$`,
 	},
 	// Seed 001: notes on tf.distribute (MirroredStrategy, Keras and a custom loop).

@@ -149,7 +149,7 @@ type result struct {
 func train(ctx context.Context, c config) (*result, error) {
 	s := distribute.NewMultiWorkerMirroredStrategy()
 	defer s.Close()
-	idx, n := s.ExtendedWorker()
+	idx, n := s.Extended().Worker()
 	if c.cpuProfile != "" {
 		f, err := os.Create(fmt.Sprintf("%s.w%d", c.cpuProfile, idx))
 		if err != nil {
@@ -238,7 +238,7 @@ func train(ctx context.Context, c config) (*result, error) {
 		return nil, fmt.Errorf("after %d steps: %w", step, err)
 	}
 	res.EvalSeconds = math.Round(evalDur.Seconds()*100) / 100
-	if !s.ExtendedIsChief() {
+	if !s.Extended().IsChief() {
 		return nil, nil
 	}
 	return res, nil

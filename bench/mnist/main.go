@@ -216,7 +216,7 @@ func throughput(train *datasets.Arrays, n, logical, batch int, lr float64, seed 
 	sorted := append([]float64(nil), rates...)
 	sort.Float64s(sorted)
 	median := sorted[len(sorted)/2]
-	devs := strategy.ExtendedReplicaDevices()
+	devs := strategy.Extended().ReplicaDevices()
 	perCPU := float64(global*steps*windows) / (cpu1 - cpu0)
 	fmt.Fprintf(os.Stderr, "%s over %s: global batch %d, windows (samples/s) %s, median %.0f; %.0f samples per CPU-second\n",
 		strategy.Name(), strings.Join(devs, ", "), global, fmtRates(rates), median, perCPU)

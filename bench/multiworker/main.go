@@ -95,7 +95,7 @@ func run(workers, windows, steps, warmup, batch, batches, procs int) error {
 	runtime.GOMAXPROCS(procs)
 	s := distribute.NewMultiWorkerMirroredStrategy()
 	defer s.Close()
-	idx, n := s.ExtendedWorker()
+	idx, n := s.Extended().Worker()
 	if dir := os.Getenv(profEnv); dir != "" {
 		stop, err := startProfiles(dir, fmt.Sprintf("w%dof%d", idx, n))
 		if err != nil {
@@ -135,7 +135,7 @@ func run(workers, windows, steps, warmup, batch, batches, procs int) error {
 		OnEpochEnd: func(e int, _ keras.Logs) {
 			wall := tm.Wall()
 			// The CPU of all workers together, to tell what other processes used.
-			own, err := s.ExtendedAllReduce(context.Background(), distribute.ReduceSum, [][]*tensor.Tensor{{tensor.Scalar(float32(tm.Own()))}})
+			own, err := s.Extended().AllReduce(context.Background(), distribute.ReduceSum, [][]*tensor.Tensor{{tensor.Scalar(float32(tm.Own()))}})
 			if err != nil {
 				panic(err)
 			}
@@ -159,7 +159,7 @@ func run(workers, windows, steps, warmup, batch, batches, procs int) error {
 		}
 		fmt.Fprintf(os.Stderr, "worker %d of %d: step ms p10 %.2f p50 %.2f p90 %.2f p99 %.2f max %.2f (%d steps)\n", idx, n, q(0.1), q(0.5), q(0.9), q(0.99), t[len(t)-1], len(t))
 	}
-	if !s.ExtendedIsChief() {
+	if !s.Extended().IsChief() {
 		return nil
 	}
 	out := map[string]any{

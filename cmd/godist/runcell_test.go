@@ -94,9 +94,9 @@ import (
 	"godist/distlib/tensor"
 )
 s := distribute.NewMultiWorkerMirroredStrategy()
-i, n := s.ExtendedWorker()
+i, n := s.Extended().Worker()
 v, err := distribute.BroadcastFromChief(s, []*tensor.Tensor{tensor.Scalar(float32(10 + i))})
-fmt.Printf("worker %d of %d chief=%v got %v err=%v\n", i, n, s.ExtendedIsChief(), v[0].Data(), err)
+fmt.Printf("worker %d of %d chief=%v got %v err=%v\n", i, n, s.Extended().IsChief(), v[0].Data(), err)
 `, []string{"[worker 0] worker 0 of 2 chief=true got [10] err=<nil>", "[worker 1] worker 1 of 2 chief=false got [10] err=<nil>"}, "", nil},
 		{"Fit prints each epoch's lines once", `%%distributed --workers 1
 import (

@@ -23,7 +23,8 @@ type crossWorker interface {
 }
 
 // base implements the Strategy methods shared by every strategy in this package; each
-// strategy embeds it and sets self to itself so that Scope pushes the strategy proper.
+// strategy embeds it and sets self to itself so that Scope pushes the strategy proper, and
+// ext to its extended.
 type base struct {
 	self      Strategy
 	name      string
@@ -37,6 +38,8 @@ type base struct {
 	remote          crossWorker // nil for one worker
 
 	running atomic.Pointer[syncGroup] // the replicas' rendezvous of the Run in progress
+
+	ext StrategyExtended // what Extended returns, set by the constructor
 }
 
 func (b *base) Name() string { return b.name }
@@ -45,15 +48,46 @@ func (b *base) NumReplicasInSync() int { return len(b.devices) * max(1, b.worker
 
 func (b *base) Scope(fn func()) { scope(b.self, fn) }
 
-func (b *base) ExtendedReplicaDevices() []string { return append([]string(nil), b.devices...) }
+// Extended returns the strategy's StrategyExtended, TensorFlow's strategy.extended.
+func (b *base) Extended() StrategyExtended { return b.ext }
 
-func (b *base) ExtendedMirrorsVariables() bool { return b.mirror }
+// extended implements StrategyExtended for every strategy of this package.
+type extended struct{ b *base }
 
-func (b *base) ExtendedVariableDevice() string { return b.varDevice }
+func (e *extended) ReplicaDevices() []string { return append([]string(nil), e.b.devices...) }
 
-func (b *base) ExtendedWorker() (index, count int) { return b.worker, max(1, b.workers) }
+func (e *extended) MirrorsVariables() bool { return e.b.mirror }
 
-func (b *base) ExtendedIsChief() bool { return b.chief }
+func (e *extended) VariableDevice() string { return e.b.varDevice }
+
+func (e *extended) Worker() (index, count int) { return e.b.worker, max(1, e.b.workers) }
+
+func (e *extended) IsChief() bool { return e.b.chief }
+
+func (e *extended) RunReplicas(ctx context.Context, fn func(replica int) error) error {
+	return e.b.runReplicas(ctx, fn)
+}
+
+func (e *extended) AllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	return e.b.allReduce(ctx, op, perReplica)
+}
+
+func (e *extended) AutoShard(op string, ds *data.Dataset) (bool, error) { return e.b.autoShard(op, ds) }
+
+// syncExtended is the extended of the strategies whose replicas run in sync in this
+// process (default, one device, mirrored, central storage): optimizers apply through
+// ApplyGradients, and local replicas' gradients can be summed as terms.
+type syncExtended struct{ extended }
+
+func newSyncExtended(b *base) *syncExtended { return &syncExtended{extended{b}} }
+
+func (e *syncExtended) ApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	return e.b.applyGradients(replicaDevice, grads, apply)
+}
+
+func (e *syncExtended) SumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
+	return e.b.replicaTerms(perReplica)
+}
 
 // String describes the strategy and its devices.
 func (b *base) String() string {
@@ -72,12 +106,12 @@ func quoteList(ss []string) string {
 	return out
 }
 
-// ExtendedRunReplicas runs fn once per local replica, each in its own goroutine (a single
+// runReplicas runs fn once per local replica, each in its own goroutine (a single
 // replica runs in the calling goroutine), inside the replica's device scope, and returns the
 // first error by replica order; a panic becomes a *ReplicaError naming the replica.
-func (b *base) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
+func (b *base) runReplicas(ctx context.Context, fn func(replica int) error) error {
 	if fn == nil {
-		return fmt.Errorf("%w: ExtendedRunReplicas with a nil function", ErrReplicaFailed)
+		return fmt.Errorf("%w: RunReplicas with a nil function", ErrReplicaFailed)
 	}
 	if err := ctx.Err(); err != nil {
 		return err
@@ -183,7 +217,7 @@ func (b *base) RunContext(ctx context.Context, fn func(ctx *ReplicaContext, inpu
 func (b *base) runGroup(ctx context.Context, group *syncGroup, fn func(ctx *ReplicaContext, inputs data.Element) *tensor.Tensor, inputs *DistributedValue) *PerReplica {
 	n := len(b.devices)
 	results := make([]*tensor.Tensor, n)
-	err := b.ExtendedRunReplicas(ctx, func(r int) error {
+	err := b.runReplicas(ctx, func(r int) error {
 		defer group.leave(r)
 		rctx := &ReplicaContext{strategy: b.self, b: b, replica: r, group: group}
 		var el data.Element
@@ -199,10 +233,10 @@ func (b *base) runGroup(ctx context.Context, group *syncGroup, fn func(ctx *Repl
 	return &PerReplica{values: results}
 }
 
-// ExtendedApplyGradients sums a replica's gradients with the other replicas' of the Run in
-// progress and applies the sum to each variable copy once (see Strategy). A nil gradient
-// stays nil: it must be nil on every replica.
-func (b *base) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+// applyGradients sums a replica's gradients with the other replicas' of the Run in
+// progress and applies the sum to each variable copy once (see ReplicaGradientApplier). A
+// nil gradient stays nil: it must be nil on every replica.
+func (b *base) applyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	g := b.running.Load()
 	if g == nil || apply == nil {
 		return false, nil
@@ -217,7 +251,7 @@ func (b *base) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tens
 		return false, nil
 	}
 	summed := grads
-	if _, workers := b.ExtendedWorker(); (len(b.devices) > 1 || workers > 1) && !g.reduced(grads) {
+	if (len(b.devices) > 1 || b.workers > 1) && !g.reduced(grads) {
 		// nil gradients (variables the loss does not depend on) stay out of the sum.
 		var dense []*tensor.Tensor
 		for _, t := range grads {
@@ -418,9 +452,9 @@ func (b *base) reduce(ctx context.Context, op ReduceOp, v *PerReplica, axis int)
 	return sum, nil
 }
 
-// ExtendedAllReduce reduces the replicas' tensor lists through the strategy's cross-device
+// allReduce reduces the replicas' tensor lists through the strategy's cross-device
 // ops and, for multi-worker strategies, across workers.
-func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) (out [][]*tensor.Tensor, err error) {
+func (b *base) allReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) (out [][]*tensor.Tensor, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			out, err = nil, fmt.Errorf("distribute: all-reduce: %w", panicError(p))
@@ -430,7 +464,7 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 		return nil, err
 	}
 	if len(perReplica) != len(b.devices) {
-		return nil, fmt.Errorf("%w: ExtendedAllReduce of %d replicas' tensors, %s has %d local replicas",
+		return nil, fmt.Errorf("%w: AllReduce of %d replicas' tensors, %s has %d local replicas",
 			ErrReplicas, len(perReplica), b.name, len(b.devices))
 	}
 	if err := checkPerReplica(perReplica); err != nil {
@@ -471,14 +505,14 @@ func (b *base) ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica []
 	return out, nil
 }
 
-// ExtendedSumTerms is ExtendedAllReduce(ReduceSum) for a caller that sums as it reads
+// replicaTerms is allReduce(ReduceSum) for a caller that sums as it reads
 // (keras' optimizer: optim.Spec.ApplyTerms). When the replicas are all in this process and
 // in host memory, and the cross-device ops sum them in replica order (ReductionToOneDevice,
 // the default on CPUs), it returns for each tensor the replicas' values in replica order,
 // read where they lie and never written: their sum in order is, bit for bit, what
-// ExtendedAllReduce gives every replica, and no sum is written. ok is false otherwise (one
-// replica, several workers, a GPU, other ops): call ExtendedAllReduce.
-func (b *base) ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
+// allReduce gives every replica, and no sum is written. ok is false otherwise (one
+// replica, several workers, a GPU, other ops): call AllReduce.
+func (b *base) replicaTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
 	// Only the ops themselves: a type that embeds them to wrap BatchAllReduce (counting,
 	// logging) gets its BatchAllReduce called.
 	r, is := b.ops.(*ReductionToOneDevice)
@@ -486,7 +520,7 @@ func (b *base) ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]floa
 		return nil, false, nil
 	}
 	if len(perReplica) != len(b.devices) {
-		return nil, false, fmt.Errorf("%w: ExtendedSumTerms of %d replicas' tensors, %s has %d local replicas",
+		return nil, false, fmt.Errorf("%w: SumTerms of %d replicas' tensors, %s has %d local replicas",
 			ErrReplicas, len(perReplica), b.name, len(b.devices))
 	}
 	return r.sumTerms(perReplica, b.devices)

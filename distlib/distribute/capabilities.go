@@ -4,34 +4,119 @@ import (
 	"context"
 	"time"
 
+	"godist/distlib/data"
 	"godist/distlib/tensor"
 )
 
-// The optional capabilities a strategy offers library code beside Strategy's Extended
-// methods, asked for once, where keras picks its training loop (trainerFor) or its
-// variables' store. Coordinated (ps_seam.go) and GradientTermsApplier (mwbucket.go) are
-// the others.
+// StrategyExtended is what library code (keras) needs to train through any strategy,
+// like TensorFlow's tf.distribute.StrategyExtended (strategy.extended): Strategy.Extended
+// returns it. The interfaces below it are capabilities an extended may offer besides;
+// library code asks for them once (a type assertion on s.Extended()), where keras picks
+// its training loop (trainerFor) or its variables' store.
+type StrategyExtended interface {
+	// ReplicaDevices returns one device name per local replica.
+	ReplicaDevices() []string
+	// MirrorsVariables reports whether variables have one copy per replica (true) or a
+	// single copy on VariableDevice (false).
+	MirrorsVariables() bool
+	// VariableDevice returns the device of the single variable copy when variables are
+	// not mirrored.
+	VariableDevice() string
+	// RunReplicas calls fn once per local replica, each in its own goroutine, waits for
+	// all, and returns the first error; a panic in fn becomes an error that names the
+	// replica. It returns ctx's error without running fn when ctx is done.
+	RunReplicas(ctx context.Context, fn func(replica int) error) error
+	// AllReduce reduces perReplica[r][i] (tensor i of local replica r) across local
+	// replicas and, for multi-worker strategies, across workers, and returns the reduced
+	// list for every local replica.
+	AllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	// AutoShard applies ds's AutoShardPolicy between the workers: true when each worker
+	// keeps its share of every global batch, false when it takes the whole batch (or there
+	// is one worker); an error wrapping ErrAutoShard when the policy cannot apply. op
+	// names the caller in the error and the warning.
+	AutoShard(op string, ds *data.Dataset) (bool, error)
+	// Worker returns this worker's index and the number of workers.
+	Worker() (index, count int)
+	// IsChief reports whether this worker writes checkpoints and summaries.
+	IsChief() bool
+}
 
-// ReplicaTermsSummer is implemented by strategies whose local replicas' gradients an
-// optimizer can sum as it reads them, in replica order, instead of all-reducing them first.
+// ReplicaGradientApplier is offered by the extended of strategies whose replicas train in
+// sync (not ParameterServerStrategy's, whose variables live on the ps: PSExtended).
+type ReplicaGradientApplier interface {
+	// ApplyGradients is how an optimizer's ApplyGradients called inside Run updates the
+	// variables, like TensorFlow's merge_call in apply_gradients: the replica running on
+	// device replicaDevice (device.Current() in a replica function) hands in its
+	// gradients; the strategy sums them across all replicas in sync and calls apply with
+	// the sum once per variable copy (every replica for mirrored variables, one replica for
+	// a single copy), and returns when the update is visible to every replica. Gradients
+	// that are already the results of the Run's AllReduce are not summed again; nil
+	// gradients (nil on every replica) stay nil. inRun is false, and nothing is done, when
+	// no Run of this strategy is in progress or replicaDevice is not one of its replicas'
+	// (a cross-replica call: the caller applies grads itself).
+	ApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
+}
+
+// ReplicaTermsSummer is offered by the extended of strategies whose local replicas'
+// gradients an optimizer can sum as it reads them, in replica order, instead of
+// all-reducing them first.
 type ReplicaTermsSummer interface {
-	// ExtendedSumTerms hands over perReplica[r][i] (tensor i of local replica r) as
-	// terms[i] (one term per replica) when the replicas' memory can be read in place (ok
-	// true); ok false: the caller all-reduces as usual.
-	ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
+	// SumTerms hands over perReplica[r][i] (tensor i of local replica r) as terms[i] (one
+	// term per replica) when the replicas' memory can be read in place (ok true); ok
+	// false: the caller all-reduces as usual.
+	SumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
 }
 
-// GradientBucketing is implemented by strategies that reduce gradients across workers in
-// buckets while the backward pass goes on.
+// GradientBucketing is offered by the extended of strategies that reduce gradients across
+// workers in buckets while the backward pass goes on.
 type GradientBucketing interface {
-	// ExtendedGradientBucketer returns a bucketer for tensors of the given sizes (see
-	// MultiWorkerMirroredStrategy.ExtendedGradientBucketer).
-	ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error)
-	// ExtendedTimeout bounds every wait of a collective.
-	ExtendedTimeout() time.Duration
+	// GradientBucketer returns a bucketer that sums tensors of the given sizes across the
+	// workers, in buckets of about bucketBytes; nil and no error for a single worker.
+	GradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error)
+	// Timeout bounds every wait of a collective.
+	Timeout() time.Duration
 }
 
+// GradientTermsApplier is offered by the extended of strategies whose ApplyGradients can
+// hand the update every summed gradient as terms to add in order, read where they lie, so
+// that the optimizer sums them as it reads them and the sum is never written
+// (MultiWorkerMirroredStrategy; keras' optimizers use it).
+type GradientTermsApplier interface {
+	// ApplyGradientTerms is ReplicaGradientApplier's ApplyGradients whose apply gets, for
+	// each gradient, terms whose sum in order is the summed gradient (none for a nil
+	// gradient); they are valid until apply returns and must not be written.
+	ApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
+}
+
+// PSExtended is the extended of a Coordinated strategy (ParameterServerStrategy): library
+// code places a model's variables on the parameter servers, reads them and updates them
+// there through it.
+type PSExtended interface {
+	StrategyExtended
+	// PlaceVariables creates a variable on the parameter servers for each of vars, named
+	// names[i], with its current value, and returns them. vars (this process's copies,
+	// such as a Keras model's) then stand for the ps variables: ReadVariables reads the ps
+	// values for them and ApplyGradientsOnPS updates the ps variables behind them. ctx
+	// bounds the calls that create them.
+	PlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error)
+	// ReadVariables reads the ps values of placed variables, in one concurrent round trip:
+	// each result counts as a read of vars[i] for a GradientTape (its gradient is the
+	// gradient with respect to vars[i]), so a step that computes with them differentiates
+	// with respect to vars, however many steps do so at once.
+	ReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
+	// ApplyGradientsOnPS pushes grads[i] for the ps variable behind placed variable
+	// vars[i]; opt's rule updates it on its parameter server (a nil gradient is skipped).
+	// This is an optimizer's ApplyGradients under the strategy, in a ClusterCoordinator
+	// step or on the coordinator.
+	ApplyGradientsOnPS(ctx context.Context, opt *PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error
+}
+
+// The extended of each strategy and the capabilities it offers.
 var (
-	_ ReplicaTermsSummer = (*MirroredStrategy)(nil)
-	_ GradientBucketing  = (*MultiWorkerMirroredStrategy)(nil)
+	_ ReplicaGradientApplier = (*syncExtended)(nil)
+	_ ReplicaTermsSummer     = (*syncExtended)(nil)
+	_ ReplicaGradientApplier = (*multiWorkerExtended)(nil)
+	_ GradientBucketing      = (*multiWorkerExtended)(nil)
+	_ GradientTermsApplier   = (*multiWorkerExtended)(nil)
+	_ PSExtended             = (*psExtended)(nil)
 )

@@ -55,7 +55,7 @@ func BroadcastFromChief(s Strategy, ts []*tensor.Tensor) ([]*tensor.Tensor, erro
 }
 
 // NewMirroredVariable creates a variable distributed by s: one copy per replica device
-// when s mirrors variables, otherwise one copy on s.ExtendedVariableDevice(). Across
+// when s mirrors variables, otherwise one copy on s.Extended().VariableDevice(). Across
 // several workers every worker starts from the chief's value, broadcast under the running
 // notebook cell's context.
 func NewMirroredVariable(s Strategy, name string, init *tensor.Tensor, trainable bool) *MirroredVariable {

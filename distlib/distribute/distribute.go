@@ -24,7 +24,8 @@
 //
 // Constructors return the concrete strategy. Bad input, such as a device that does not
 // exist, panics with a typed error whose message names the input (the notebook shows it
-// as a Jupyter error); the Extended methods, which keras calls, return errors instead.
+// as a Jupyter error); the methods of Strategy.Extended, which keras calls, return errors
+// instead.
 package distribute
 
 import (
@@ -44,8 +45,8 @@ import (
 
 // Strategy is a way to distribute a computation across replicas, like tf.distribute.Strategy.
 //
-// The first group of methods is the user-facing API; the Extended methods are what
-// library code (keras) needs to train through any strategy.
+// Its methods are the user-facing API; Extended returns what library code (keras) needs
+// to train through any strategy, as TensorFlow splits strategy and strategy.extended.
 type Strategy interface {
 	// Name returns the strategy's TensorFlow name, such as "MirroredStrategy".
 	Name() string
@@ -79,43 +80,9 @@ type Strategy interface {
 	// ExperimentalLocalResults returns the values of v, one per local replica.
 	ExperimentalLocalResults(v *PerReplica) []*tensor.Tensor
 
-	// ExtendedReplicaDevices returns one device name per local replica.
-	ExtendedReplicaDevices() []string
-	// ExtendedMirrorsVariables reports whether variables have one copy per replica
-	// (true) or a single copy on ExtendedVariableDevice (false).
-	ExtendedMirrorsVariables() bool
-	// ExtendedVariableDevice returns the device of the single variable copy when
-	// variables are not mirrored.
-	ExtendedVariableDevice() string
-	// ExtendedRunReplicas calls fn once per local replica, each in its own goroutine,
-	// waits for all, and returns the first error; a panic in fn becomes an error that
-	// names the replica.
-	// It returns ctx's error without running fn when ctx is done.
-	ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error
-	// ExtendedAllReduce reduces perReplica[r][i] (tensor i of local replica r) across
-	// local replicas and, for multi-worker strategies, across workers, and returns the
-	// reduced list for every local replica.
-	ExtendedAllReduce(ctx context.Context, op ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
-	// ExtendedApplyGradients is how an optimizer's ApplyGradients called inside Run
-	// updates the variables, like TensorFlow's merge_call in apply_gradients: the replica
-	// running on device replicaDevice (device.Current() in a replica function) hands in its
-	// gradients; the strategy sums them across all replicas in sync and calls apply with the
-	// sum once per variable copy (every replica for mirrored variables, one replica for a
-	// single copy), and returns when the update is visible to every replica. Gradients that
-	// are already the results of the Run's AllReduce are not summed again; nil gradients
-	// (nil on every replica) stay nil. inRun is false,
-	// and nothing is done, when no Run of this strategy is in progress or replicaDevice is
-	// not one of its replicas' (a cross-replica call: the caller applies grads itself).
-	ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
-	// ExtendedAutoShard applies ds's AutoShardPolicy between the workers: true when each
-	// worker keeps its share of every global batch, false when it takes the whole batch (or
-	// there is one worker); an error wrapping ErrAutoShard when the policy cannot apply.
-	// op names the caller in the error and the warning.
-	ExtendedAutoShard(op string, ds *data.Dataset) (bool, error)
-	// ExtendedWorker returns this worker's index and the number of workers.
-	ExtendedWorker() (index, count int)
-	// ExtendedIsChief reports whether this worker writes checkpoints and summaries.
-	ExtendedIsChief() bool
+	// Extended returns what library code (keras) needs to train through the strategy,
+	// TensorFlow's strategy.extended.
+	Extended() StrategyExtended
 }
 
 // ReduceOp says how values from several replicas are combined, like tf.distribute.ReduceOp.
@@ -210,8 +177,8 @@ func (e *ReplicaError) Unwrap() []error { return []error{ErrReplicaFailed, e.Err
 // including the goroutines started inside it (there is no goroutine-local state in Go to
 // hide it from them). Opening the scope of a different strategy while one is open, in any
 // goroutine, panics with ErrMixedStrategies, so two strategies never compete for it: build
-// the models of several in-process workers one after the other. Run and
-// ExtendedRunReplicas do not open the scope: a replica function gets its strategy from its
+// the models of several in-process workers one after the other. Run and the
+// extended's RunReplicas do not open the scope: a replica function gets its strategy from its
 // ReplicaContext; GetStrategy inside it returns the running strategy when it is the only
 // strategy with a Run in progress in the process.
 var (

@@ -273,7 +273,7 @@ func TestMultiWorkerBucketsLostPeer(t *testing.T) {
 	for w := range 2 {
 		go func() {
 			s := NewMultiWorkerMirroredStrategy(WithTransport(mems[w]), WithCommunicationTimeout(time.Minute))
-			b, err := s.ExtendedGradientBucketer(context.Background(), sizes, 4*40_000)
+			b, err := s.Extended().(GradientBucketing).GradientBucketer(context.Background(), sizes, 4*40_000)
 			if err != nil {
 				errs <- err
 				return

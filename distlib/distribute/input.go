@@ -304,14 +304,14 @@ func (it *DistributedIterator) Close() {
 
 // ExperimentalDistributeDataset returns a dataset that splits each global batch of ds
 // across the replicas. With several workers, ds's AutoShardPolicy says what each worker
-// takes (ExtendedAutoShard: the same rule as keras' Fit): its replicas' share of every
+// takes (StrategyExtended.AutoShard: the same rule as keras' Fit): its replicas' share of every
 // global batch (DATA, and AUTO for in-memory sources), or the whole global batch split
 // among its own replicas (OFF, HINT). FILE panics: the source reads no files.
 func (b *base) ExperimentalDistributeDataset(ds *data.Dataset) *DistributedDataset {
 	if ds == nil {
 		panic(fmt.Errorf("%w: ExperimentalDistributeDataset of a nil dataset", ErrBatchSize))
 	}
-	shard, err := b.ExtendedAutoShard("ExperimentalDistributeDataset", ds)
+	shard, err := b.autoShard("ExperimentalDistributeDataset", ds)
 	if err != nil {
 		panic(err)
 	}
@@ -324,13 +324,13 @@ var ErrAutoShard = errors.New("distribute: auto-shard policy")
 // autoShardWarned makes the AUTO warning appear once per process.
 var autoShardWarned sync.Once
 
-// ExtendedAutoShard applies ds's AutoShardPolicy between this strategy's workers, the one
+// autoShard applies ds's AutoShardPolicy between this strategy's workers, the one
 // rule for keras' Fit and Evaluate and for ExperimentalDistributeDataset, as TensorFlow
 // applies it to in-memory sources: true when each worker keeps its share of every global
 // batch (DATA; AUTO, which falls back to DATA and warns once, naming op), false with one
 // worker or when every worker takes the whole batch (OFF, HINT without a shard hint). FILE
 // is an error: the dataset reads no files.
-func (b *base) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
+func (b *base) autoShard(op string, ds *data.Dataset) (bool, error) {
 	workers := max(1, b.workers)
 	if workers <= 1 || ds == nil {
 		return false, nil

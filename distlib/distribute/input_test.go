@@ -157,7 +157,7 @@ func TestSplitBatchErrors(t *testing.T) {
 }
 
 // TestAutoShardOneRule: ExperimentalDistributeDataset applies the same AutoShardPolicy rule
-// as keras' Fit (ExtendedAutoShard): FILE is refused, OFF and HINT give every worker the
+// as keras' Fit (Extended().AutoShard): FILE is refused, OFF and HINT give every worker the
 // whole batch, DATA and AUTO its share.
 func TestAutoShardOneRule(t *testing.T) {
 	tr := transport.NewMem(2)
@@ -175,9 +175,9 @@ func TestAutoShardOneRule(t *testing.T) {
 		{data.AutoShardFile, 0, true},
 	} {
 		d := ds.WithOptions(data.Options{AutoShardPolicy: tc.policy})
-		shard, err := s.ExtendedAutoShard("test", d)
+		shard, err := s.Extended().AutoShard("test", d)
 		if (err != nil) != tc.wantErr || (err != nil && !errors.Is(err, ErrAutoShard)) {
-			t.Fatalf("ExtendedAutoShard(%v) = %v, %v; want an ErrAutoShard error: %v", tc.policy, shard, err, tc.wantErr)
+			t.Fatalf("Extended().AutoShard(%v) = %v, %v; want an ErrAutoShard error: %v", tc.policy, shard, err, tc.wantErr)
 		}
 		func() {
 			defer func() {

@@ -155,7 +155,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	}
 	s.base = base{name: "MultiWorkerMirroredStrategy", devices: devs, mirror: true, varDevice: devs[0],
 		workers: 1, chief: true}
-	s.self = s
+	s.self, s.ext = s, &multiWorkerExtended{syncExtended{extended{&s.base}}, s}
 	if o.ops != nil {
 		s.ops = o.ops
 	} else {

@@ -78,8 +78,8 @@ func TestMultiWorkerSingleWorkerWithoutTFConfig(t *testing.T) {
 	log := captureLog(t)
 	t.Setenv("TF_CONFIG", "")
 	s := NewMultiWorkerMirroredStrategy()
-	if i, n := s.ExtendedWorker(); i != 0 || n != 1 || !s.ExtendedIsChief() || s.NumReplicasInSync() != 2 {
-		t.Fatalf("single worker: worker %d of %d, chief %v, %d replicas; want 0 of 1, chief, 2 replicas", i, n, s.ExtendedIsChief(), s.NumReplicasInSync())
+	if i, n := s.Extended().Worker(); i != 0 || n != 1 || !s.Extended().IsChief() || s.NumReplicasInSync() != 2 {
+		t.Fatalf("single worker: worker %d of %d, chief %v, %d replicas; want 0 of 1, chief, 2 replicas", i, n, s.Extended().IsChief(), s.NumReplicasInSync())
 	}
 	if !strings.Contains(log.String(), "Single-worker MultiWorkerMirroredStrategy with local_devices = ('"+cpu(0)) {
 		t.Fatalf("log = %q", log)
@@ -102,8 +102,8 @@ func TestMultiWorkerTrainingMatchesOneDevice(t *testing.T) {
 	ref := trainToy(t, NewOneDeviceStrategy("/cpu:0"))
 	results := make([][]*MirroredVariable, 2)
 	runWorkers(t, 2, func(w int) []string { return []string{cpu(2 * w), cpu(2*w + 1)} }, func(w int, s *MultiWorkerMirroredStrategy) {
-		if s.NumReplicasInSync() != 4 || s.ExtendedIsChief() != (w == 0) {
-			t.Errorf("worker %d: %d replicas in sync, chief %v", w, s.NumReplicasInSync(), s.ExtendedIsChief())
+		if s.NumReplicasInSync() != 4 || s.Extended().IsChief() != (w == 0) {
+			t.Errorf("worker %d: %d replicas in sync, chief %v", w, s.NumReplicasInSync(), s.Extended().IsChief())
 		}
 		results[w] = trainToy(t, s)
 	})
@@ -228,7 +228,7 @@ func TestMultiWorkerGRPC(t *testing.T) {
 					WithCommunicationTimeout(10*time.Second))
 				defer s.Close()
 				sum := s.Reduce(ReduceSum, NewPerReplica(vec(float32(w+1), 10)), -1)
-				got[w] = fmt.Sprint(sum.Data(), s.ExtendedIsChief(), s.NumReplicasInSync())
+				got[w] = fmt.Sprint(sum.Data(), s.Extended().IsChief(), s.NumReplicasInSync())
 				if err := s.Barrier(); err != nil { // keep both servers up until both are done
 					t.Errorf("worker %d: Barrier: %v", w, err)
 				}
@@ -277,12 +277,12 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 				if what == "reduced" {
 					in = ctx.AllReduceList(ReduceSum, grads)
 				}
-				inRun, err := s.ExtendedApplyGradients(device.Current(), in, func(gs []*tensor.Tensor) error {
+				inRun, err := s.Extended().(ReplicaGradientApplier).ApplyGradients(device.Current(), in, func(gs []*tensor.Tensor) error {
 					got = gs
 					return nil
 				})
 				if !inRun || err != nil {
-					t.Errorf("worker %d step %d (%s): ExtendedApplyGradients = %v, %v", w, k, what, inRun, err)
+					t.Errorf("worker %d step %d (%s): ApplyGradients = %v, %v", w, k, what, inRun, err)
 				}
 				return nil
 			}, nil)
@@ -322,7 +322,7 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 		grads := []*tensor.Tensor{grad(w, k, 0, sizes[0]), nil, grad(w, k, 2, sizes[1])}
 		var terms [][][]float32
 		s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
-			inRun, err := s.ExtendedApplyGradientTerms(device.Current(), grads, func(ts [][][]float32) error {
+			inRun, err := s.Extended().(GradientTermsApplier).ApplyGradientTerms(device.Current(), grads, func(ts [][][]float32) error {
 				terms = make([][][]float32, len(ts))
 				for i, t := range ts {
 					for _, term := range t {
@@ -332,7 +332,7 @@ func TestMultiWorkerApplyGradientsThroughBuckets(t *testing.T) {
 				return nil
 			})
 			if !inRun || err != nil {
-				t.Errorf("worker %d: ExtendedApplyGradientTerms = %v, %v", w, inRun, err)
+				t.Errorf("worker %d: ApplyGradientTerms = %v, %v", w, inRun, err)
 			}
 			return nil
 		}, nil)
@@ -367,7 +367,7 @@ func TestMultiWorkerApplyGradientsShapesDiffer(t *testing.T) {
 	runSharedWorkers(t, 2, func(w int) []string { return []string{cpu(w)} }, func(w int, s *MultiWorkerMirroredStrategy) {
 		grads := []*tensor.Tensor{tensor.Zeros(40_000 + 70_000*w), tensor.Zeros(3)}
 		s.Run(func(*ReplicaContext, data.Element) *tensor.Tensor {
-			_, errs[w] = s.ExtendedApplyGradients(device.Current(), grads, func([]*tensor.Tensor) error { return nil })
+			_, errs[w] = s.Extended().(ReplicaGradientApplier).ApplyGradients(device.Current(), grads, func([]*tensor.Tensor) error { return nil })
 			return nil
 		}, nil)
 	})

@@ -30,14 +30,39 @@ type GradientBucketer interface {
 	NumBuckets() int
 }
 
-// ExtendedGradientBucketer returns a GradientBucketer that sums tensors of the given sizes
+// multiWorkerExtended is MultiWorkerMirroredStrategy's extended: the in-sync replicas' and
+// its workers' gradient bucketing (GradientBucketing, GradientTermsApplier).
+type multiWorkerExtended struct {
+	syncExtended
+	s *MultiWorkerMirroredStrategy
+}
+
+// GradientBucketer is the strategy's gradientBucketer (GradientBucketing).
+func (e *multiWorkerExtended) GradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error) {
+	return e.s.gradientBucketer(ctx, sizes, bucketBytes)
+}
+
+// Timeout returns how long the strategy waits for another worker.
+func (e *multiWorkerExtended) Timeout() time.Duration { return e.s.timeout }
+
+// ApplyGradients is the strategy's applyGradients (ReplicaGradientApplier).
+func (e *multiWorkerExtended) ApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	return e.s.applyGradients(replicaDevice, grads, apply)
+}
+
+// ApplyGradientTerms is the strategy's applyGradientTerms (GradientTermsApplier).
+func (e *multiWorkerExtended) ApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
+	return e.s.applyGradientTerms(replicaDevice, grads, apply)
+}
+
+// gradientBucketer returns a GradientBucketer that sums tensors of the given sizes
 // across the workers of s, in buckets of about bucketBytes (0: collective.DefaultBucketBytes),
 // with every wait bounded by the communication timeout. ctx (the caller's step) bounds the
 // join of the cluster and the check of the sizes it makes first. Every worker must create
 // its bucketers with the same sizes in the same order: a small all-reduce checks the sizes,
 // and fails on every worker when they differ. It returns nil and no error for a single
 // worker, where there is nothing to reduce across workers.
-func (s *MultiWorkerMirroredStrategy) ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error) {
+func (s *MultiWorkerMirroredStrategy) gradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (GradientBucketer, error) {
 	if s.workers <= 1 || s.t == nil {
 		return nil, nil
 	}
@@ -90,35 +115,19 @@ func (m *mwBucketer) NumBuckets() int { return m.b.NumBuckets() }
 
 func (m *mwBucketer) Buffer(i int) []float32 { return m.b.Buffer(i) }
 
-// ExtendedTimeout returns how long the strategy waits for another worker.
-func (s *MultiWorkerMirroredStrategy) ExtendedTimeout() time.Duration { return s.timeout }
-
-// GradientTermsApplier is implemented by strategies whose ApplyGradients can hand the
-// update every summed gradient as terms to add in order, read where they lie, so that the
-// optimizer sums them as it reads them and the sum is never written
-// (MultiWorkerMirroredStrategy; keras' optimizers use it).
-type GradientTermsApplier interface {
-	// ExtendedApplyGradientTerms is ExtendedApplyGradients (see Strategy) whose apply gets,
-	// for each gradient, terms whose sum in order is the summed gradient (none for a nil
-	// gradient); they are valid until apply returns and must not be written.
-	ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
-}
-
-var _ GradientTermsApplier = (*MultiWorkerMirroredStrategy)(nil)
-
-// ExtendedApplyGradients is Strategy's (see there) with, for one local replica on several
+// applyGradients is base's (ReplicaGradientApplier) with, for one local replica on several
 // workers, the gradients summed through a kept GradientBucketer (sumKept) rather than the
 // group's all-reduce: where the workers share memory, each worker copies its gradients into
 // its buckets there and reads the others' where they lie, and one round through the
-// postboxes orders it, where the all-reduce behind ExtendedAllReduce takes the TCP ring
+// postboxes orders it, where the all-reduce behind AllReduce takes the TCP ring
 // (bench/RESULTS.md, multiworker, "the course's custom loop across workers"). The sums, in
-// rank order, go into new tensors; ExtendedApplyGradientTerms hands them over as terms
+// rank order, go into new tensors; applyGradientTerms hands them over as terms
 // instead. Gradients already reduced in
 // the replica function, several local replicas, or a call outside Run take the general path.
-func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+func (s *MultiWorkerMirroredStrategy) applyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
 	g := s.bucketsRun(replicaDevice, grads)
 	if apply == nil || g == nil {
-		return s.base.ExtendedApplyGradients(replicaDevice, grads, apply)
+		return s.base.applyGradients(replicaDevice, grads, apply)
 	}
 	return true, s.applyBuckets(g, grads, func(terms [][][]float32) error {
 		summed := make([]*tensor.Tensor, len(grads))
@@ -131,13 +140,13 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradients(replicaDevice strin
 	})
 }
 
-// ExtendedApplyGradientTerms is ExtendedApplyGradients handing apply the summed gradients as
+// applyGradientTerms is applyGradients handing apply the summed gradients as
 // terms (GradientTermsApplier): every worker's gradient, where it lies, when the workers
 // share memory; else one term, the sum.
-func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
+func (s *MultiWorkerMirroredStrategy) applyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
 	g := s.bucketsRun(replicaDevice, grads)
 	if apply == nil || g == nil {
-		return s.base.ExtendedApplyGradients(replicaDevice, grads, func(gs []*tensor.Tensor) error {
+		return s.base.applyGradients(replicaDevice, grads, func(gs []*tensor.Tensor) error {
 			terms := make([][][]float32, len(gs))
 			for i, t := range gs {
 				if t != nil {
@@ -150,7 +159,7 @@ func (s *MultiWorkerMirroredStrategy) ExtendedApplyGradientTerms(replicaDevice s
 	return true, s.applyBuckets(g, grads, apply)
 }
 
-// bucketsRun returns the Run in progress when ExtendedApplyGradients sums grads through
+// bucketsRun returns the Run in progress when applyGradients sums grads through
 // sumKept: inside a Run, with one local replica (replicaDevice's) on several workers, and
 // grads not already reduced in the replica function; else nil.
 func (s *MultiWorkerMirroredStrategy) bucketsRun(replicaDevice string, grads []*tensor.Tensor) *syncGroup {
@@ -237,7 +246,7 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 		}
 	}
 	if b == nil {
-		nb, err := s.ExtendedGradientBucketer(ctx, sizes, keptBucketBytes)
+		nb, err := s.gradientBucketer(ctx, sizes, keptBucketBytes)
 		if err != nil {
 			return nil, err
 		}
@@ -259,9 +268,9 @@ func (s *MultiWorkerMirroredStrategy) sumKept(ctx context.Context, ts []*tensor.
 }
 
 // checkSizes fails on every worker at once when the workers' tensor sizes differ, before
-// ExtendedGradientBucketer makes a bucketer for them: bucketers of other sizes lay out
+// gradientBucketer makes a bucketer for them: bucketers of other sizes lay out
 // other buckets, and a worker would wait for buckets the others never send until the
-// communication timeout (5 minutes by default), where the all-reduce of ExtendedAllReduce
+// communication timeout (5 minutes by default), where the all-reduce of AllReduce
 // says at once that the lengths differ. One small all-reduce of each worker's fingerprint
 // of sizes (and its negation: their maximum and minimum) tells every worker.
 func (s *MultiWorkerMirroredStrategy) checkSizes(ctx context.Context, sizes []int) error {

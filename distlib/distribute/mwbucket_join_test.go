@@ -25,7 +25,7 @@ func TestBucketerJoinHoldsNoLock(t *testing.T) {
 	defer bcancel()
 	bucketed := make(chan error, 1)
 	go func() {
-		_, err := s.ExtendedGradientBucketer(bctx, []int{4}, 0)
+		_, err := s.Extended().(GradientBucketing).GradientBucketer(bctx, []int{4}, 0)
 		bucketed <- err
 	}()
 	time.Sleep(50 * time.Millisecond) // the bucketer is joining
@@ -39,7 +39,7 @@ func TestBucketerJoinHoldsNoLock(t *testing.T) {
 	for _, w := range []struct {
 		name string
 		ch   chan error
-	}{{"BarrierContext", barrier}, {"ExtendedGradientBucketer", bucketed}} {
+	}{{"BarrierContext", barrier}, {"GradientBucketer", bucketed}} {
 		name, ch := w.name, w.ch
 		select {
 		case err := <-ch:

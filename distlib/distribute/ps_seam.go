@@ -12,22 +12,10 @@ import (
 // values live on the parameter servers.
 var ErrPSLocalUpdate = fmt.Errorf("distribute: ParameterServerStrategy: update of a local copy")
 
-// ExtendedApplyGradients refuses an update through the synchronous replicas' seam under a
-// ParameterServerStrategy: the variables proper live on the ps tasks, and applying the
-// gradients to this process's copy would train a model nobody reads (the ps keep their
-// values) without a word. Optimizers update through ExtendedApplyGradientsOnPS (a Keras
-// optimizer does); the error says what to write.
-func (s *ParameterServerStrategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (bool, error) {
-	return true, fmt.Errorf("%w: an update of this process's copy of the variables under ParameterServerStrategy "+
-		"would not reach the parameter servers: apply them with a Keras optimizer made in strategy.Scope "+
-		"(optimizer.ApplyGradients pushes them to the ps), or in a ClusterCoordinator step with "+
-		"w.ApplyGradients(psOptimizer, grads, vars) for ShardedVariables made by strategy.NewVariable", ErrPSLocalUpdate)
-}
-
 // Coordinated is implemented by strategies whose training steps are functions that a
 // ClusterCoordinator schedules on worker tasks, against variables that live on parameter
 // servers (ParameterServerStrategy). Library code (keras' Fit) trains through it instead
-// of running the steps on local replicas in sync.
+// of running the steps on local replicas in sync; its Extended is a PSExtended.
 type Coordinated interface {
 	Strategy
 	// NumWorkers returns the number of worker tasks steps are scheduled on.
@@ -39,24 +27,6 @@ type Coordinated interface {
 	NewVariable(name string, init *tensor.Tensor, trainable bool) *ShardedVariable
 	// NewCoordinator returns a ClusterCoordinator that schedules steps on the workers.
 	NewCoordinator() *ClusterCoordinator
-
-	// ExtendedPlaceVariables creates a variable on the parameter servers for each of
-	// vars, named names[i], with its current value, and returns them. vars (this
-	// process's copies, such as a Keras model's) then stand for the ps variables:
-	// ExtendedReadVariables reads the ps values for them and
-	// ExtendedApplyGradientsOnPS updates the ps variables behind them. ctx bounds the
-	// calls that create them.
-	ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error)
-	// ExtendedReadVariables reads the ps values of placed variables, in one concurrent
-	// round trip: each result counts as a read of vars[i] for a GradientTape (its
-	// gradient is the gradient with respect to vars[i]), so a step that computes with
-	// them differentiates with respect to vars, however many steps do so at once.
-	ExtendedReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
-	// ExtendedApplyGradientsOnPS pushes grads[i] for the ps variable behind placed
-	// variable vars[i]; opt's rule updates it on its parameter server (a nil gradient is
-	// skipped). This is an optimizer's ApplyGradients under the strategy, in a
-	// ClusterCoordinator step or on the coordinator.
-	ExtendedApplyGradientsOnPS(ctx context.Context, opt *PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error
 }
 
 // placedVars maps this process's copies of variables to the ps variables they stand for.
@@ -80,15 +50,23 @@ func (p *placedVars) put(v *tensor.Variable, sv *ShardedVariable) {
 	p.m[v] = sv
 }
 
-// ExtendedPlaceVariables implements Coordinated.
-func (s *ParameterServerStrategy) ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error) {
+// psExtended is ParameterServerStrategy's extended: no ApplyGradients of local copies
+// (ReplicaGradientApplier), which would not reach the parameter servers; PSExtended instead.
+type psExtended struct {
+	extended
+	s *ParameterServerStrategy
+}
+
+// PlaceVariables implements PSExtended.
+func (e *psExtended) PlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*ShardedVariable, error) {
+	s := e.s
 	if len(names) != len(vars) {
-		return nil, fmt.Errorf("distribute: ExtendedPlaceVariables: %d names for %d variables", len(names), len(vars))
+		return nil, fmt.Errorf("distribute: PlaceVariables: %d names for %d variables", len(names), len(vars))
 	}
 	out := make([]*ShardedVariable, len(vars))
 	for i, v := range vars {
 		if v == nil {
-			return nil, fmt.Errorf("distribute: ExtendedPlaceVariables: variable %d (%s) is nil", i, names[i])
+			return nil, fmt.Errorf("distribute: PlaceVariables: variable %d (%s) is nil", i, names[i])
 		}
 		sv, err := s.newVariable(ctx, names[i], v.Value(), v.Trainable())
 		if err != nil {
@@ -124,8 +102,9 @@ func (s *ParameterServerStrategy) psAccess(ctx context.Context) (access, context
 	return access{ctx: ctx, clients: s.clients}, cancel
 }
 
-// ExtendedReadVariables implements Coordinated.
-func (s *ParameterServerStrategy) ExtendedReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
+// ReadVariables implements PSExtended.
+func (e *psExtended) ReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
+	s := e.s
 	svs, err := s.sharded("read", vars)
 	if err != nil {
 		return nil, err
@@ -147,8 +126,9 @@ func (s *ParameterServerStrategy) ExtendedReadVariables(ctx context.Context, var
 	return out, nil
 }
 
-// ExtendedApplyGradientsOnPS implements Coordinated.
-func (s *ParameterServerStrategy) ExtendedApplyGradientsOnPS(ctx context.Context, opt *PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+// ApplyGradientsOnPS implements PSExtended.
+func (e *psExtended) ApplyGradientsOnPS(ctx context.Context, opt *PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	s := e.s
 	if opt == nil {
 		return fmt.Errorf("distribute: ApplyGradients: nil optimizer")
 	}

@@ -180,10 +180,10 @@ func newParameterServerStrategy(r cluster.Resolver, opts []PSOption) (*Parameter
 	s.base = base{name: "ParameterServerStrategy", devices: devs, mirror: false,
 		// The variables proper live on the ps tasks (ShardedVariable); a local copy (what
 		// keras builds before placing a model on the ps) sits on this process's device.
-		// ExtendedWorker is the coordinator alone: the workers are not synchronous replicas
+		// Extended().Worker() is the coordinator alone: the workers are not synchronous replicas
 		// of its own computations (Evaluate and Predict run whole batches here).
 		varDevice: devs[0], workers: 1, chief: true}
-	s.self = s
+	s.self, s.ext = s, &psExtended{extended{&s.base}, s}
 	s.ops = selectCrossDeviceOps(devs)
 	s.callerBase = spec.Rank(cluster.Task{Type: cluster.Worker, Index: 0})
 	if me := spec.Rank(cluster.Task{Type: r.TaskType(), Index: r.TaskID()}); me >= 0 {

@@ -107,7 +107,7 @@ func (g *syncGroup) allReduce(r int, op ReduceOp, ts []*tensor.Tensor) ([]*tenso
 	g.arrived++
 	gen := g.gen
 	if g.arrived == g.n {
-		res, err := g.b.ExtendedAllReduce(g.ctx, op, g.pending)
+		res, err := g.b.allReduce(g.ctx, op, g.pending)
 		g.pending = make([][]*tensor.Tensor, g.n)
 		g.arrived = 0
 		if err != nil {

@@ -128,7 +128,7 @@ func newDefault() *DefaultStrategy {
 	s.base = base{name: "DefaultDistributionStrategy", devices: []string{device.Default()},
 		varDevice: device.Default(), ops: &ReductionToOneDevice{}, workers: 1, chief: true}
 	s.ops.(*ReductionToOneDevice).once.Do(func() {})
-	s.self = s
+	s.self, s.ext = s, newSyncExtended(&s.base)
 	return s
 }
 
@@ -148,7 +148,7 @@ func NewOneDeviceStrategy(dev string) *OneDeviceStrategy {
 	ops := &ReductionToOneDevice{}
 	ops.once.Do(func() {})
 	s.base = base{name: "OneDeviceStrategy", devices: []string{full}, varDevice: full, ops: ops, workers: 1, chief: true}
-	s.self = s
+	s.self, s.ext = s, newSyncExtended(&s.base)
 	return s
 }
 
@@ -172,7 +172,7 @@ func NewMirroredStrategy(opts ...MirroredOption) *MirroredStrategy {
 	}
 	s := &MirroredStrategy{}
 	s.base = base{name: "MirroredStrategy", devices: devs, mirror: true, varDevice: devs[0], workers: 1, chief: true}
-	s.self = s
+	s.self, s.ext = s, newSyncExtended(&s.base)
 	logf("INFO", "Using MirroredStrategy with devices (%s)", quoteList(devs))
 	if o.ops != nil {
 		s.ops = o.ops
@@ -224,7 +224,7 @@ func NewCentralStorageStrategy(opts ...CentralStorageOption) *CentralStorageStra
 		s.ops = ops
 	}
 	s.base = base{name: "CentralStorageStrategy", devices: devs, varDevice: varDev, ops: s.ops, workers: 1, chief: true}
-	s.self = s
+	s.self, s.ext = s, newSyncExtended(&s.base)
 	q := make([]string, len(devs))
 	for i, d := range devs {
 		q[i] = "'" + d + "'"

@@ -42,20 +42,20 @@ func TestStrategyConstruction(t *testing.T) {
 			if got := s.Name(); got != tt.wantName {
 				t.Errorf("Name() = %q, want %q", got, tt.wantName)
 			}
-			if got := s.ExtendedReplicaDevices(); strings.Join(got, ",") != strings.Join(tt.wantDevs, ",") {
-				t.Errorf("ExtendedReplicaDevices() = %v, want %v", got, tt.wantDevs)
+			if got := s.Extended().ReplicaDevices(); strings.Join(got, ",") != strings.Join(tt.wantDevs, ",") {
+				t.Errorf("Extended().ReplicaDevices() = %v, want %v", got, tt.wantDevs)
 			}
 			if got := s.NumReplicasInSync(); got != len(tt.wantDevs) {
 				t.Errorf("NumReplicasInSync() = %d, want %d", got, len(tt.wantDevs))
 			}
-			if got := s.ExtendedMirrorsVariables(); got != tt.wantMirror {
-				t.Errorf("ExtendedMirrorsVariables() = %v, want %v", got, tt.wantMirror)
+			if got := s.Extended().MirrorsVariables(); got != tt.wantMirror {
+				t.Errorf("Extended().MirrorsVariables() = %v, want %v", got, tt.wantMirror)
 			}
-			if got := s.ExtendedVariableDevice(); got != tt.wantVarDev {
-				t.Errorf("ExtendedVariableDevice() = %q, want %q", got, tt.wantVarDev)
+			if got := s.Extended().VariableDevice(); got != tt.wantVarDev {
+				t.Errorf("Extended().VariableDevice() = %q, want %q", got, tt.wantVarDev)
 			}
-			if i, n := s.ExtendedWorker(); i != 0 || n != 1 || !s.ExtendedIsChief() {
-				t.Errorf("ExtendedWorker() = %d, %d, chief %v; want 0, 1, true", i, n, s.ExtendedIsChief())
+			if i, n := s.Extended().Worker(); i != 0 || n != 1 || !s.Extended().IsChief() {
+				t.Errorf("Extended().Worker() = %d, %d, chief %v; want 0, 1, true", i, n, s.Extended().IsChief())
 			}
 		})
 	}
@@ -310,7 +310,7 @@ func TestReplicaFailures(t *testing.T) {
 			})
 		})
 	}
-	err := s.ExtendedRunReplicas(context.Background(), func(r int) error {
+	err := s.Extended().RunReplicas(context.Background(), func(r int) error {
 		if r == 1 {
 			return errors.New("out of data")
 		}
@@ -318,10 +318,10 @@ func TestReplicaFailures(t *testing.T) {
 	})
 	var re *ReplicaError
 	if !errors.As(err, &re) || re.Replica != 1 || re.Device != cpu(1) || !strings.Contains(err.Error(), "out of data") {
-		t.Fatalf("ExtendedRunReplicas = %v; want replica 1's error", err)
+		t.Fatalf("Extended().RunReplicas = %v; want replica 1's error", err)
 	}
-	if err := s.ExtendedRunReplicas(context.Background(), func(int) error { return nil }); err != nil {
-		t.Fatalf("ExtendedRunReplicas of a good function = %v", err)
+	if err := s.Extended().RunReplicas(context.Background(), func(int) error { return nil }); err != nil {
+		t.Fatalf("Extended().RunReplicas of a good function = %v", err)
 	}
 }
 

@@ -105,7 +105,7 @@ func TestMirroredTrainingMatchesOneDevice(t *testing.T) {
 				got := trainToy(t, tt.s)
 				for i, v := range got {
 					copies := v.Values()
-					if tt.s.ExtendedMirrorsVariables() && len(copies) != tt.s.NumReplicasInSync() {
+					if tt.s.Extended().MirrorsVariables() && len(copies) != tt.s.NumReplicasInSync() {
 						t.Fatalf("variable %s has %d copies, want %d", v.Name(), len(copies), tt.s.NumReplicasInSync())
 					}
 					for r, c := range copies {
@@ -218,9 +218,9 @@ func TestNcclFallbackLoggedOnce(t *testing.T) {
 	log := captureLog(t)
 	s := NewMirroredStrategy(WithCrossDeviceOps(NewNcclAllReduce()))
 	for i := 0; i < 3; i++ {
-		out, err := s.ExtendedAllReduce(context.Background(), ReduceMean, [][]*tensor.Tensor{{vec(1, 2)}, {vec(3, 4)}})
+		out, err := s.Extended().AllReduce(context.Background(), ReduceMean, [][]*tensor.Tensor{{vec(1, 2)}, {vec(3, 4)}})
 		if err != nil || !equalData(out[1][0].Data(), []float32{2, 3}) {
-			t.Fatalf("ExtendedAllReduce(MEAN) = %v, %v; want [2 3]", out, err)
+			t.Fatalf("Extended().AllReduce(MEAN) = %v, %v; want [2 3]", out, err)
 		}
 	}
 	lines := strings.Count(log.String(), "NcclAllReduce cannot serve")

@@ -136,7 +136,7 @@ func (d *DistributedValue) String() string {
 
 // MirroredVariable is a variable with one copy per replica that are kept identical:
 // every Assign applies to all copies. Strategies that do not mirror variables
-// (ExtendedMirrorsVariables false) give it a single copy that all replicas share.
+// (Extended().MirrorsVariables() false) give it a single copy that all replicas share.
 type MirroredVariable struct {
 	mu      sync.Mutex
 	name    string
@@ -169,11 +169,12 @@ func newMirroredVariable(ctx context.Context, s Strategy, name string, init *ten
 		}
 		init = chief
 	}
-	v := &MirroredVariable{name: name, mirror: s.ExtendedMirrorsVariables()}
+	ext := s.Extended()
+	v := &MirroredVariable{name: name, mirror: ext.MirrorsVariables()}
 	if v.mirror {
-		v.devices = s.ExtendedReplicaDevices()
+		v.devices = ext.ReplicaDevices()
 	} else {
-		v.devices = []string{s.ExtendedVariableDevice()}
+		v.devices = []string{ext.VariableDevice()}
 	}
 	for _, dev := range v.devices {
 		v.vars = append(v.vars, newVariableOn(dev, name, init, trainable))
@@ -184,7 +185,7 @@ func newMirroredVariable(ctx context.Context, s Strategy, name string, init *ten
 // NewMirroredVariables creates several variables under s at once, the way a model's
 // variables are made: every worker starts from the chief's values (BroadcastFromChief),
 // then each variable gets one copy per replica device when s mirrors variables, otherwise
-// one copy on s.ExtendedVariableDevice(). names, inits and trainable go together. The
+// one copy on s.Extended().VariableDevice(). names, inits and trainable go together. The
 // broadcast waits within ctx.
 func NewMirroredVariablesContext(ctx context.Context, s Strategy, names []string, inits []*tensor.Tensor, trainable []bool) (vars []*MirroredVariable, err error) {
 	if s == nil {
@@ -206,10 +207,11 @@ func NewMirroredVariablesContext(ctx context.Context, s Strategy, names []string
 			vars, err = nil, fmt.Errorf("distribute: NewMirroredVariables: %w", panicError(p))
 		}
 	}()
-	mirror := s.ExtendedMirrorsVariables()
-	devices := []string{s.ExtendedVariableDevice()}
+	ext := s.Extended()
+	mirror := ext.MirrorsVariables()
+	devices := []string{ext.VariableDevice()}
 	if mirror {
-		devices = s.ExtendedReplicaDevices()
+		devices = ext.ReplicaDevices()
 	}
 	for i, name := range names {
 		v := &MirroredVariable{name: name, mirror: mirror, devices: append([]string(nil), devices...)}

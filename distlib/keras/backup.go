@@ -86,7 +86,7 @@ func (c *BackupAndRestoreCallback) TrainBegin(Logs) {
 // EpochEnd writes the backup of the epoch (on the chief only).
 func (c *BackupAndRestoreCallback) EpochEnd(epoch int, _ Logs) {
 	m := c.Model()
-	if !m.strategy.ExtendedIsChief() {
+	if !m.strategy.Extended().IsChief() {
 		return
 	}
 	if err := os.MkdirAll(c.dir, 0o755); err != nil {
@@ -100,7 +100,7 @@ func (c *BackupAndRestoreCallback) EpochEnd(epoch int, _ Logs) {
 // TrainEnd deletes the backup once training completed (on the chief only).
 func (c *BackupAndRestoreCallback) TrainEnd(Logs) {
 	m := c.Model()
-	if m.StopTraining || m.interrupted || !m.strategy.ExtendedIsChief() {
+	if m.StopTraining || m.interrupted || !m.strategy.Extended().IsChief() {
 		return // an interrupted Fit resumes from the backup when run again
 	}
 	if err := os.Remove(c.Path()); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -266,7 +266,7 @@ func (c *ModelCheckpointCallback) TrainBegin(Logs) {
 // EpochEnd implements Callback: it saves the weights, panicking when writing fails.
 func (c *ModelCheckpointCallback) EpochEnd(epoch int, logs Logs) {
 	m := c.Model()
-	if m == nil || !m.strategy.ExtendedIsChief() {
+	if m == nil || !m.strategy.Extended().IsChief() {
 		return
 	}
 	if c.saveBestOnly {
@@ -489,7 +489,7 @@ func TensorBoard(logDir string) *TensorBoardCallback {
 
 // TrainBegin implements Callback: it opens the event files, panicking when it cannot.
 func (c *TensorBoardCallback) TrainBegin(Logs) {
-	if !c.Model().strategy.ExtendedIsChief() {
+	if !c.Model().strategy.Extended().IsChief() {
 		return
 	}
 	var err error

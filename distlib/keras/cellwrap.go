@@ -2,7 +2,6 @@ package keras
 
 import (
 	"godist/distlib/cell"
-	"godist/distlib/distribute"
 	"godist/distlib/tensor"
 )
 
@@ -30,7 +29,7 @@ func (m *Model) meshForward(x *tensor.Tensor, training bool, stepSeed uint64) *t
 }
 
 // applyOnPS is applyOnPSContext under the running cell's context (Optimizer.ApplyGradients).
-func (o *Optimizer) applyOnPS(c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+func (o *Optimizer) applyOnPS(c psSeam, grads []*tensor.Tensor, vars []*tensor.Variable) error {
 	return o.applyOnPSContext(cell.Context(), c, grads, vars)
 }
 

@@ -97,7 +97,7 @@ func (c *Checkpoint) Save(prefix string) (string, error) {
 	if err := c.write(path, n); err != nil {
 		return "", err
 	}
-	if c.model.strategy.ExtendedIsChief() {
+	if c.model.strategy.Extended().IsChief() {
 		dir := filepath.Dir(path)
 		index := fmt.Sprintf("model_checkpoint_path: %q\n", filepath.Base(path))
 		if err := writeFileAtomic(filepath.Join(dir, "checkpoint"), []byte(index)); err != nil {
@@ -120,7 +120,7 @@ func (c *Checkpoint) write(path string, saves int) error {
 	if !c.model.Built() {
 		return fmt.Errorf("%w: Checkpoint: model %s is not built yet; call it on a batch or give its first layer an input shape", ErrInvalidArgument, c.model.name)
 	}
-	if !c.model.strategy.ExtendedIsChief() {
+	if !c.model.strategy.Extended().IsChief() {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

@@ -111,7 +111,7 @@ func (m *CheckpointManager) Save() (string, error) {
 	if m.maxToKeep > 0 && len(m.saved) > m.maxToKeep {
 		drop := m.saved[:len(m.saved)-m.maxToKeep]
 		m.saved = append([]string(nil), m.saved[len(drop):]...)
-		if m.checkpoint.model.strategy.ExtendedIsChief() {
+		if m.checkpoint.model.strategy.Extended().IsChief() {
 			for _, p := range drop {
 				if err := os.Remove(p + checkpointExt); err != nil && !os.IsNotExist(err) {
 					return path, fmt.Errorf("keras: CheckpointManager: delete the old checkpoint %s: %w", p, err)

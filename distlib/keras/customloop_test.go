@@ -114,7 +114,7 @@ func TestCustomLoopApplyGradientsAggregates(t *testing.T) {
 			distribute.NewCentralStorageStrategy(distribute.WithDevices("/cpu:1", "/cpu:2")),
 		} {
 			m := italianGuideLoop(t, s, tc.ds, tc.batch, 3, nil, nil)
-			for r := range s.ExtendedReplicaDevices() {
+			for r := range s.Extended().ReplicaDevices() {
 				for i, v := range m.ReplicaTrainableVariables(r) {
 					a, b := want[i].Data(), v.Value().Data()
 					for j := range a {

@@ -49,8 +49,8 @@
 // strategy that runs replicas in sync (Mirrored, MultiWorkerMirrored, OneDevice, the
 // default one) each Fit step splits the global batch with distribute.SplitBatch into one
 // shard per local replica, runs the forward and backward passes of the replicas
-// concurrently (ExtendedRunReplicas), each on its device and, when the strategy mirrors
-// variables, with its own copy of the variables. The loss of a replica is the sum of its
+// concurrently (strategy.Extended().RunReplicas), each on its device and, when the
+// strategy mirrors variables, with its own copy of the variables. The loss of a replica is the sum of its
 // per-example losses divided by the global batch size (distribute.ComputeAverageLoss
 // semantics), so the SUM all-reduce of the gradients is the gradient of the mean loss over
 // the global batch; the optimizer then applies it to every copy (identical updates keep

@@ -297,7 +297,7 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	// leave the epoch together, so that what it wrote is complete for every worker (one that
 	// reads LatestCheckpoint once Fit returns finds the last epoch's), as TensorFlow's
 	// collective saves make it under MultiWorkerMirroredStrategy.
-	if _, workers := f.m.strategy.ExtendedWorker(); workers > 1 {
+	if _, workers := f.m.strategy.Extended().Worker(); workers > 1 {
 		if err := f.m.syncWorkers(f.ctx); err != nil && f.ctx.Err() == nil {
 			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
 		}
@@ -322,11 +322,11 @@ func (f *fitLoop) validate() (vl Logs, err error) {
 
 // syncWorkers returns once every worker has called it: an all-reduce of one value.
 func (m *Model) syncWorkers(ctx context.Context) error {
-	per := make([][]*tensor.Tensor, len(m.strategy.ExtendedReplicaDevices()))
+	per := make([][]*tensor.Tensor, len(m.strategy.Extended().ReplicaDevices()))
 	for r := range per {
 		per[r] = []*tensor.Tensor{tensor.Scalar(0)}
 	}
-	_, err := m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, per)
+	_, err := m.strategy.Extended().AllReduce(ctx, distribute.ReduceSum, per)
 	return err
 }
 
@@ -465,13 +465,13 @@ func (m *Model) PredictContext(ctx context.Context, input any, opts ...PredictOp
 		}
 		x, _ := splitXY("Predict", el, false)
 		m.ensureBuiltContext(ctx, x)
-		devs := m.strategy.ExtendedReplicaDevices()
+		devs := m.strategy.Extended().ReplicaDevices()
 		shards, err := distribute.SplitBatch(data.Element{x}, len(devs))
 		if err != nil {
 			panic(fmt.Errorf("keras: Predict: %w", err))
 		}
 		parts := make([]*tensor.Tensor, len(devs))
-		if err := m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
+		if err := m.strategy.Extended().RunReplicas(ctx, func(r int) error {
 			if xs := shards[r][0]; xs.Shape()[0] > 0 {
 				parts[r] = tensor.StopGradient(m.forward(ctx, m.copyFor(r), xs.To(devs[r]), false, 0))
 			}

@@ -175,7 +175,7 @@ func (m *Model) tensorData(op string, x, y *tensor.Tensor, cfg *runConfig) *data
 		// step count) rather than from the process's random seed.
 		m.mu.Lock()
 		base := m.seed
-		if _, workers := m.strategy.ExtendedWorker(); workers > 1 {
+		if _, workers := m.strategy.Extended().Worker(); workers > 1 {
 			h := fnv.New64a()
 			h.Write([]byte(m.name))
 			base = h.Sum64()

@@ -158,10 +158,10 @@ func (wb *workerBalance) update(slots []float32) {
 // shardModeOf returns how the workers of m's strategy split ds: the strategy applies its
 // AutoShardPolicy (the rule ExperimentalDistributeDataset applies too).
 func (m *Model) shardModeOf(op string, ds *data.Dataset) shardMode {
-	if _, workers := m.strategy.ExtendedWorker(); workers <= 1 {
+	if _, workers := m.strategy.Extended().Worker(); workers <= 1 {
 		return shardNone
 	}
-	shard, err := m.strategy.ExtendedAutoShard(op, ds)
+	shard, err := m.strategy.Extended().AutoShard(op, ds)
 	switch {
 	case err != nil:
 		panic(fmt.Errorf("%w: %v", ErrInvalidArgument, err))
@@ -175,7 +175,7 @@ func (m *Model) shardModeOf(op string, ds *data.Dataset) shardMode {
 // of the global batch the loss is averaged over. Training steps (train) take the shares of
 // BalanceWorkers; evaluation takes equal ones.
 func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor, train bool) (*tensor.Tensor, *tensor.Tensor, int, error) {
-	index, workers := m.strategy.ExtendedWorker()
+	index, workers := m.strategy.Extended().Worker()
 	b := x.Shape()[0]
 	switch {
 	case workers <= 1 || mode == shardNone:
@@ -198,8 +198,8 @@ func (m *Model) workerShare(mode shardMode, x, y *tensor.Tensor, train bool) (*t
 // backward pass whose gradients are all-reduced in buckets while it goes on. ok is false
 // when the strategy does not train that way (Fit then uses the general path).
 func (m *Model) trainStepBuckets(ctx context.Context, bs distribute.GradientBucketing, x, y *tensor.Tensor, globalBatch int, seed uint64, metrics []*Metric) (st stats, ok bool, err error) {
-	devs := m.strategy.ExtendedReplicaDevices()
-	_, workers := m.strategy.ExtendedWorker()
+	devs := m.strategy.Extended().ReplicaDevices()
+	_, workers := m.strategy.Extended().Worker()
 	if workers <= 1 || len(devs) != 1 || len(m.vars) != 1 || bs == nil {
 		return stats{}, false, nil
 	}
@@ -208,7 +208,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, bs distribute.GradientBuck
 	nStats := 2 + 2*len(metrics)
 	// Balanced (BalanceWorkers), the statistics carry every worker's rows and seconds of
 	// this step's forward and backward pass, two slots per worker.
-	index, _ := m.strategy.ExtendedWorker()
+	index, _ := m.strategy.Extended().Worker()
 	balance := m.mw.balance.enabled && m.mw.train == shardData
 	nSlots := 0
 	if balance {
@@ -222,7 +222,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, bs distribute.GradientBuck
 		for k, v := range vars {
 			sizes[1+nTrain-1-k] = prodInts(v.Shape())
 		}
-		b, err := bs.ExtendedGradientBucketer(ctx, sizes, gradientBucketBytes)
+		b, err := bs.GradientBucketer(ctx, sizes, gradientBucketBytes)
 		if err != nil {
 			return stats{}, true, err
 		}
@@ -232,7 +232,7 @@ func (m *Model) trainStepBuckets(ctx context.Context, bs distribute.GradientBuck
 		m.mw.bucketer, m.mw.sizes = b, sizes
 	}
 	b := m.mw.bucketer
-	ctx, cancel := context.WithTimeout(ctx, bs.ExtendedTimeout())
+	ctx, cancel := context.WithTimeout(ctx, bs.Timeout())
 	defer cancel()
 	// The gradients are computed into their places in the buckets (the dense layers write
 	// their kernel gradients there directly, the tape copies the others in): no fresh

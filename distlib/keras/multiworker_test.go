@@ -76,7 +76,7 @@ type mwResult struct {
 func mwHelper(mode string) error {
 	s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithCommunicationTimeout(30 * time.Second))
 	defer s.Close()
-	index, workers := s.ExtendedWorker()
+	index, workers := s.Extended().Worker()
 	gradientBucketBytes = 128 // several buckets for this small model
 	// Worker 0's seed decides the initial weights: the others start elsewhere and must be
 	// overwritten by the broadcast from the chief.

@@ -49,7 +49,7 @@ func StepsPerExecution(n int) FitOption {
 
 // psModel is a model's state on a ParameterServerStrategy.
 type psModel struct {
-	s     distribute.Coordinated
+	s     psSeam
 	svars []*distribute.ShardedVariable // one per model parameter, in order
 	train []*distribute.ShardedVariable // the trainable ones
 	opt   *distribute.PSOptimizer
@@ -71,12 +71,12 @@ func psOptimizer(o *Optimizer) (*distribute.PSOptimizer, error) {
 
 // placeOnPSContext creates the model's variables (vars, one per parameter) on the
 // parameter servers of c, named model/layer/variable, within ctx.
-func placeOnPSContext(ctx context.Context, c distribute.Coordinated, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
+func placeOnPSContext(ctx context.Context, c psSeam, model string, params []paramInfo, vars []*tensor.Variable) (*psModel, error) {
 	names := make([]string, len(params))
 	for i, p := range params {
 		names[i] = model + "/" + p.name
 	}
-	svars, err := c.ExtendedPlaceVariables(ctx, names, vars)
+	svars, err := c.ext.PlaceVariables(ctx, names, vars)
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +91,7 @@ func placeOnPSContext(ctx context.Context, c distribute.Coordinated, model strin
 
 // psSetup returns the model's state on the parameter servers of s (its variables were
 // placed there when the model was built in s's scope) with the rule of its optimizer.
-func (m *Model) psSetup(s distribute.Coordinated) (*psModel, error) {
+func (m *Model) psSetup(s psSeam) (*psModel, error) {
 	opt, err := psOptimizer(m.optimizer)
 	if err != nil {
 		return nil, err
@@ -118,7 +118,7 @@ func (m *Model) psPullContext(ctx context.Context, st *psModel) {
 // psReadContext reads the current ps values of the model's variables in one concurrent
 // round trip within ctx; each counts as a read of this process's copy for a GradientTape.
 func (m *Model) psReadContext(ctx context.Context, st *psModel) []*tensor.Tensor {
-	vals, err := st.s.ExtendedReadVariables(ctx, m.vars[0])
+	vals, err := st.s.ext.ReadVariables(ctx, m.vars[0])
 	if err != nil {
 		panic(fmt.Errorf("keras: model %s: read the variables from the parameter servers: %w", m.name, err))
 	}
@@ -445,7 +445,7 @@ func init() { psFitIDs.Store(rand.Uint64() >> 1) }
 // each; the workers read the variables from the ps and push their gradients there.
 type psTrainer struct {
 	m       *Model
-	s       distribute.Coordinated
+	s       psSeam
 	spe     int
 	mode    psTrainMode
 	st      *psModel
@@ -589,12 +589,12 @@ func (d *psDoneStats) fold(rvs []*distribute.RemoteValue) stats {
 
 // applyOnPSContext pushes grads for vars (a model's variables placed on the parameter
 // servers of c) with this optimizer's rule within ctx, and counts one step.
-func (o *Optimizer) applyOnPSContext(ctx context.Context, c distribute.Coordinated, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+func (o *Optimizer) applyOnPSContext(ctx context.Context, c psSeam, grads []*tensor.Tensor, vars []*tensor.Variable) error {
 	spec, err := psOptimizer(o)
 	if err != nil {
 		return err
 	}
-	if err := c.ExtendedApplyGradientsOnPS(ctx, spec, grads, vars); err != nil {
+	if err := c.ext.ApplyGradientsOnPS(ctx, spec, grads, vars); err != nil {
 		return fmt.Errorf("keras: ApplyGradients under %s: %w", c.Name(), err)
 	}
 	o.mu.Lock()

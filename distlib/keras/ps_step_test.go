@@ -164,7 +164,8 @@ func newPSStepRig(t *testing.T, first *tensor.Tensor, units int, penalty, conv b
 	var m *Model
 	s.Scope(func() { m = psStepModel(units, penalty, conv) })
 	m.ensureBuilt(first)
-	st, err := m.psSetup(s)
+	seam, _ := psSeamOf(s)
+	st, err := m.psSetup(seam)
 	if err != nil {
 		t.Fatal(err)
 	}

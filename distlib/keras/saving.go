@@ -95,7 +95,7 @@ func (m *Model) Save(path string) (err error) {
 	if err != nil {
 		return err
 	}
-	if !m.strategy.ExtendedIsChief() {
+	if !m.strategy.Extended().IsChief() {
 		return nil
 	}
 	cj, err := json.MarshalIndent(fc, "", " ")

@@ -126,7 +126,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 			return stats{}, err
 		}
 	}
-	devs := m.strategy.ExtendedReplicaDevices()
+	devs := m.strategy.Extended().ReplicaDevices()
 	local := len(devs)
 	shards, err := distribute.SplitBatch(data.Element{x, y}, local)
 	if err != nil {
@@ -148,7 +148,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	}
 	bufs := m.gradBuffers(replicaVars)
 	reuse := m.stepReuse(local)
-	err = m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
+	err = m.strategy.Extended().RunReplicas(ctx, func(r int) error {
 		c := m.copyFor(r)
 		xs, ys := shards[r][0].To(devs[r]), shards[r][1].To(devs[r])
 		vars := replicaVars[r]
@@ -189,7 +189,7 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 		return stats{}, err
 	}
 	if paths.terms != nil && local > 1 {
-		terms, ok, err := paths.terms.ExtendedSumTerms(perReplica)
+		terms, ok, err := paths.terms.SumTerms(perReplica)
 		if err != nil {
 			return stats{}, fmt.Errorf("keras: all-reduce gradients: %w", err)
 		}
@@ -199,8 +199,8 @@ func (m *Model) trainStep(ctx context.Context, el data.Element, metrics []*Metri
 	}
 	// One replica in one worker: the sum over replicas is the replica's own list.
 	reduced := perReplica
-	if _, workers := m.strategy.ExtendedWorker(); local > 1 || workers > 1 {
-		reduced, err = m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, perReplica)
+	if _, workers := m.strategy.Extended().Worker(); local > 1 || workers > 1 {
+		reduced, err = m.strategy.Extended().AllReduce(ctx, distribute.ReduceSum, perReplica)
 		if err != nil {
 			return stats{}, fmt.Errorf("keras: all-reduce gradients: %w", err)
 		}
@@ -274,13 +274,13 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 	if err != nil {
 		return stats{}, err
 	}
-	devs := m.strategy.ExtendedReplicaDevices()
+	devs := m.strategy.Extended().ReplicaDevices()
 	shards, err := distribute.SplitBatch(data.Element{x, y}, len(devs))
 	if err != nil {
 		return stats{}, err
 	}
 	perReplica := make([][]*tensor.Tensor, len(devs))
-	err = m.strategy.ExtendedRunReplicas(ctx, func(r int) error {
+	err = m.strategy.Extended().RunReplicas(ctx, func(r int) error {
 		st := make([]float32, 2+2*len(metrics))
 		if xs := shards[r][0]; xs.Shape()[0] > 0 {
 			xs = xs.To(devs[r])
@@ -294,7 +294,7 @@ func (m *Model) testStep(ctx context.Context, el data.Element, metrics []*Metric
 	if err != nil {
 		return stats{}, err
 	}
-	reduced, err := m.strategy.ExtendedAllReduce(ctx, distribute.ReduceSum, perReplica)
+	reduced, err := m.strategy.Extended().AllReduce(ctx, distribute.ReduceSum, perReplica)
 	if err != nil {
 		return stats{}, fmt.Errorf("keras: all-reduce metrics: %w", err)
 	}

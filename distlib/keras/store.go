@@ -78,10 +78,10 @@ func (m *Model) newStore(ctx context.Context, params []paramInfo, inits []*tenso
 	var devs []string
 	if len(mvs) > 0 {
 		devs = mvs[0].Devices()
-	} else if m.strategy.ExtendedMirrorsVariables() {
-		devs = m.strategy.ExtendedReplicaDevices()
+	} else if ext := m.strategy.Extended(); ext.MirrorsVariables() {
+		devs = ext.ReplicaDevices()
 	} else {
-		devs = []string{m.strategy.ExtendedVariableDevice()}
+		devs = []string{ext.VariableDevice()}
 	}
 	vars := make([][]*tensor.Variable, len(devs))
 	for c := range devs {
@@ -91,7 +91,7 @@ func (m *Model) newStore(ctx context.Context, params []paramInfo, inits []*tenso
 		}
 	}
 	m.devices, m.vars = devs, vars
-	if c, ok := m.strategy.(distribute.Coordinated); ok && len(vars) > 0 {
+	if c, ok := psSeamOf(m.strategy); ok && len(vars) > 0 {
 		// Variables made in a ParameterServerStrategy's scope live on the ps tasks (as in
 		// TensorFlow), for Fit and for a ClusterCoordinator's custom loop alike; this
 		// process's copy stands for them.
@@ -275,22 +275,42 @@ func (m *Model) newMeshStore(ctx context.Context, params []paramInfo, inits []*t
 	return meshStore{m.engine}, nil
 }
 
+// psSeam is a strategy that trains through parameter servers, as keras uses it: its
+// user-facing interface (workers, coordinator) and its extended (placement, reads, pushes).
+type psSeam struct {
+	distribute.Coordinated
+	ext distribute.PSExtended
+}
+
+// psSeamOf returns s's parameter-server seam: ok when s is Coordinated and its extended a
+// PSExtended.
+func psSeamOf(s distribute.Strategy) (psSeam, bool) {
+	c, ok := s.(distribute.Coordinated)
+	if !ok {
+		return psSeam{}, false
+	}
+	ext, ok := c.Extended().(distribute.PSExtended)
+	return psSeam{c, ext}, ok
+}
+
 // applyThrough is how an optimizer's ApplyGradients in a custom loop reaches variables
 // that live where strategy s keeps them (the custom loop's trainerFor): pushed to the
 // parameter servers of a Coordinated strategy; inside a Run, the replicas' gradients
-// summed by s (as terms read where they lie when s offers it) and apply called per copy.
-// inRun is false when no Run of s is in progress: the caller applies grads itself.
+// summed by s's extended (as terms read where they lie when it offers it) and apply called
+// per copy. inRun is false when no Run of s is in progress, or s's extended applies no
+// replicas' gradients: the caller applies grads itself.
 func (o *Optimizer) applyThrough(s distribute.Strategy, grads []*tensor.Tensor, vars []*tensor.Variable, apply func([]*tensor.Tensor) error) (inRun bool, err error) {
-	if c, ok := s.(distribute.Coordinated); ok {
+	if c, ok := psSeamOf(s); ok {
 		// The variables proper live on the parameter servers: push the gradients there,
 		// where the optimizer's rule updates them (a ClusterCoordinator step, or the
 		// coordinator itself).
 		return true, o.applyOnPS(c, grads, vars)
 	}
-	if ta, ok := s.(distribute.GradientTermsApplier); ok {
+	ext := s.Extended()
+	if ta, ok := ext.(distribute.GradientTermsApplier); ok {
 		// The summed gradients as terms read where they lie (every worker's, where the
 		// workers share memory): the rule sums them as it reads them.
-		return ta.ExtendedApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
+		return ta.ApplyGradientTerms(device.Current(), grads, func(terms [][][]float32) error {
 			gt := make([]gradTerms, len(terms))
 			for i, t := range terms {
 				gt[i] = t
@@ -298,5 +318,8 @@ func (o *Optimizer) applyThrough(s distribute.Strategy, grads []*tensor.Tensor, 
 			return o.applyTerms([][]gradTerms{gt}, [][]*tensor.Variable{vars})
 		})
 	}
-	return s.ExtendedApplyGradients(device.Current(), grads, apply)
+	if ra, ok := ext.(distribute.ReplicaGradientApplier); ok {
+		return ra.ApplyGradients(device.Current(), grads, apply)
+	}
+	return false, nil
 }

@@ -157,7 +157,7 @@ func TestMirroredCopiesStayEqualAndPlaced(t *testing.T) {
 	x := tensor.RandomNormal([]int{8, 3}, 0, 1, 1)
 	y := tensor.MustNew([]int{8}, []float32{0, 1, 0, 1, 1, 0, 1, 0})
 	m.Fit(data.FromTensorSlices(x, y).Batch(4, false), Epochs(1), Verbose(0))
-	devs := s.ExtendedReplicaDevices()
+	devs := s.Extended().ReplicaDevices()
 	for r := range devs {
 		for i, v := range m.ReplicaTrainableVariables(r) {
 			if v.Device() != devs[r] {
@@ -251,7 +251,7 @@ func TestFitReusedOutputsMatchFresh(t *testing.T) {
 		})
 		quiet(m)
 		if fresh { // nil storage for every layer of every replica: fresh outputs each step
-			m.reuse = make([][]*tensor.Reuse, len(s.ExtendedReplicaDevices()))
+			m.reuse = make([][]*tensor.Reuse, len(s.Extended().ReplicaDevices()))
 			for r := range m.reuse {
 				m.reuse[r] = make([]*tensor.Reuse, len(m.layers))
 			}

@@ -6,11 +6,11 @@ import (
 )
 
 // applyReplicaTerms ends a step of several local replicas whose strategy handed their
-// gradients over as terms (ExtendedSumTerms, tensors in the order of trainStep's lists:
-// the nTrain gradients, then the statistics): every replica's optimizer sums them in
-// replica order as it reads them, on the replica's goroutine, as the strategy's
-// all-reduce would have summed them (bit for bit), without writing the sums; the
-// statistics are summed in the same order.
+// gradients over as terms (ReplicaTermsSummer.SumTerms, tensors in the order of
+// trainStep's lists: the nTrain gradients, then the statistics): every replica's
+// optimizer sums them in replica order as it reads them, on the replica's goroutine, as
+// the strategy's all-reduce would have summed them (bit for bit), without writing the
+// sums; the statistics are summed in the same order.
 func (m *Model) applyReplicaTerms(terms [][][]float32, nTrain int) (stats, error) {
 	grads := make([][]gradTerms, len(m.vars))
 	vars := make([][]*tensor.Variable, len(m.vars))

@@ -44,12 +44,13 @@ func (m *Model) trainerFor() trainer {
 	if m.engine != nil {
 		return &meshTrainer{syncTrainer{m: m}}
 	}
-	if c, ok := m.strategy.(distribute.Coordinated); ok {
+	if c, ok := psSeamOf(m.strategy); ok {
 		return &psTrainer{m: m, s: c}
 	}
 	e := &syncTrainer{m: m}
-	e.paths.terms, _ = m.strategy.(distribute.ReplicaTermsSummer)
-	e.paths.buckets, _ = m.strategy.(distribute.GradientBucketing)
+	ext := m.strategy.Extended()
+	e.paths.terms, _ = ext.(distribute.ReplicaTermsSummer)
+	e.paths.buckets, _ = ext.(distribute.GradientBucketing)
 	return e
 }
 
@@ -79,7 +80,7 @@ type rowPicker interface {
 // as workerShare takes it (BalanceWorkers' shares in training).
 func (e *syncTrainer) pickRows() func(count int) (lo, hi int) {
 	m := e.m
-	index, workers := m.strategy.ExtendedWorker()
+	index, workers := m.strategy.Extended().Worker()
 	if workers <= 1 || m.mw.train != shardData {
 		return nil
 	}
