@@ -55,6 +55,7 @@ func init() {
 		"NewMirroredStrategy":            reflect.ValueOf(distribute.NewMirroredStrategy),
 		"NewMirroredVariable":            reflect.ValueOf(distribute.NewMirroredVariable),
 		"NewMirroredVariables":           reflect.ValueOf(distribute.NewMirroredVariables),
+		"NewMirroredVariablesContext":    reflect.ValueOf(distribute.NewMirroredVariablesContext),
 		"NewMultiWorkerMirroredStrategy": reflect.ValueOf(distribute.NewMultiWorkerMirroredStrategy),
 		"NewNcclAllReduce":               reflect.ValueOf(distribute.NewNcclAllReduce),
 		"NewOneDeviceStrategy":           reflect.ValueOf(distribute.NewOneDeviceStrategy),
@@ -99,6 +100,7 @@ func init() {
 		"CentralStorageOption":        reflect.ValueOf((*distribute.CentralStorageOption)(nil)),
 		"CentralStorageStrategy":      reflect.ValueOf((*distribute.CentralStorageStrategy)(nil)),
 		"ClusterCoordinator":          reflect.ValueOf((*distribute.ClusterCoordinator)(nil)),
+		"ClusterTokenOption":          reflect.ValueOf((*distribute.ClusterTokenOption)(nil)),
 		"CommunicationImplementation": reflect.ValueOf((*distribute.CommunicationImplementation)(nil)),
 		"Coordinated":                 reflect.ValueOf((*distribute.Coordinated)(nil)),
 		"CrossDeviceOps":              reflect.ValueOf((*distribute.CrossDeviceOps)(nil)),
@@ -124,6 +126,7 @@ func init() {
 		"NcclAllReduce":               reflect.ValueOf((*distribute.NcclAllReduce)(nil)),
 		"NcclFunc":                    reflect.ValueOf((*distribute.NcclFunc)(nil)),
 		"OneDeviceStrategy":           reflect.ValueOf((*distribute.OneDeviceStrategy)(nil)),
+		"PSExtended":                  reflect.ValueOf((*distribute.PSExtended)(nil)),
 		"PSFailureError":              reflect.ValueOf((*distribute.PSFailureError)(nil)),
 		"PSOptimizer":                 reflect.ValueOf((*distribute.PSOptimizer)(nil)),
 		"PSOption":                    reflect.ValueOf((*distribute.PSOption)(nil)),
@@ -140,10 +143,12 @@ func init() {
 		"RemoteValue":                 reflect.ValueOf((*distribute.RemoteValue)(nil)),
 		"ReplicaContext":              reflect.ValueOf((*distribute.ReplicaContext)(nil)),
 		"ReplicaError":                reflect.ValueOf((*distribute.ReplicaError)(nil)),
+		"ReplicaGradientApplier":      reflect.ValueOf((*distribute.ReplicaGradientApplier)(nil)),
 		"ReplicaTermsSummer":          reflect.ValueOf((*distribute.ReplicaTermsSummer)(nil)),
 		"ShardInfo":                   reflect.ValueOf((*distribute.ShardInfo)(nil)),
 		"ShardedVariable":             reflect.ValueOf((*distribute.ShardedVariable)(nil)),
 		"Strategy":                    reflect.ValueOf((*distribute.Strategy)(nil)),
+		"StrategyExtended":            reflect.ValueOf((*distribute.StrategyExtended)(nil)),
 		"ValueContext":                reflect.ValueOf((*distribute.ValueContext)(nil)),
 		"WorkerContext":               reflect.ValueOf((*distribute.WorkerContext)(nil)),
 		"WorkerFunc":                  reflect.ValueOf((*distribute.WorkerFunc)(nil)),
@@ -151,17 +156,21 @@ func init() {
 		"WorkerUnreachableError":      reflect.ValueOf((*distribute.WorkerUnreachableError)(nil)),
 
 		// interface wrapper definitions
-		"_CentralStorageOption": reflect.ValueOf((*_godist_distlib_distribute_CentralStorageOption)(nil)),
-		"_Coordinated":          reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
-		"_CrossDeviceOps":       reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
-		"_GradientBucketer":     reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
-		"_GradientBucketing":    reflect.ValueOf((*_godist_distlib_distribute_GradientBucketing)(nil)),
-		"_GradientTermsApplier": reflect.ValueOf((*_godist_distlib_distribute_GradientTermsApplier)(nil)),
-		"_MirroredOption":       reflect.ValueOf((*_godist_distlib_distribute_MirroredOption)(nil)),
-		"_MultiWorkerOption":    reflect.ValueOf((*_godist_distlib_distribute_MultiWorkerOption)(nil)),
-		"_Partitioner":          reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
-		"_ReplicaTermsSummer":   reflect.ValueOf((*_godist_distlib_distribute_ReplicaTermsSummer)(nil)),
-		"_Strategy":             reflect.ValueOf((*_godist_distlib_distribute_Strategy)(nil)),
+		"_CentralStorageOption":   reflect.ValueOf((*_godist_distlib_distribute_CentralStorageOption)(nil)),
+		"_Coordinated":            reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
+		"_CrossDeviceOps":         reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
+		"_GradientBucketer":       reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
+		"_GradientBucketing":      reflect.ValueOf((*_godist_distlib_distribute_GradientBucketing)(nil)),
+		"_GradientTermsApplier":   reflect.ValueOf((*_godist_distlib_distribute_GradientTermsApplier)(nil)),
+		"_MirroredOption":         reflect.ValueOf((*_godist_distlib_distribute_MirroredOption)(nil)),
+		"_MultiWorkerOption":      reflect.ValueOf((*_godist_distlib_distribute_MultiWorkerOption)(nil)),
+		"_PSExtended":             reflect.ValueOf((*_godist_distlib_distribute_PSExtended)(nil)),
+		"_PSOption":               reflect.ValueOf((*_godist_distlib_distribute_PSOption)(nil)),
+		"_Partitioner":            reflect.ValueOf((*_godist_distlib_distribute_Partitioner)(nil)),
+		"_ReplicaGradientApplier": reflect.ValueOf((*_godist_distlib_distribute_ReplicaGradientApplier)(nil)),
+		"_ReplicaTermsSummer":     reflect.ValueOf((*_godist_distlib_distribute_ReplicaTermsSummer)(nil)),
+		"_Strategy":               reflect.ValueOf((*_godist_distlib_distribute_Strategy)(nil)),
+		"_StrategyExtended":       reflect.ValueOf((*_godist_distlib_distribute_StrategyExtended)(nil)),
 	}
 }
 
@@ -176,18 +185,7 @@ type _godist_distlib_distribute_Coordinated struct {
 	WDistributeDatasetsFromFunction func(fn func(ctx *distribute.InputContext) *data.Dataset) *distribute.DistributedDataset
 	WExperimentalDistributeDataset  func(ds *data.Dataset) *distribute.DistributedDataset
 	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
-	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
-	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
-	WExtendedApplyGradientsOnPS     func(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error
-	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
-	WExtendedIsChief                func() bool
-	WExtendedMirrorsVariables       func() bool
-	WExtendedPlaceVariables         func(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error)
-	WExtendedReadVariables          func(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
-	WExtendedReplicaDevices         func() []string
-	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
-	WExtendedVariableDevice         func() string
-	WExtendedWorker                 func() (index int, count int)
+	WExtended                       func() distribute.StrategyExtended
 	WName                           func() string
 	WNewCoordinator                 func() *distribute.ClusterCoordinator
 	WNewVariable                    func(name string, init *tensor.Tensor, trainable bool) *distribute.ShardedVariable
@@ -209,41 +207,8 @@ func (W _godist_distlib_distribute_Coordinated) ExperimentalDistributeDataset(ds
 func (W _godist_distlib_distribute_Coordinated) ExperimentalLocalResults(v *distribute.PerReplica) []*tensor.Tensor {
 	return W.WExperimentalLocalResults(v)
 }
-func (W _godist_distlib_distribute_Coordinated) ExtendedAllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
-	return W.WExtendedAllReduce(ctx, op, perReplica)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
-	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedApplyGradientsOnPS(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error {
-	return W.WExtendedApplyGradientsOnPS(ctx, opt, grads, vars)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
-	return W.WExtendedAutoShard(op, ds)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedIsChief() bool {
-	return W.WExtendedIsChief()
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedMirrorsVariables() bool {
-	return W.WExtendedMirrorsVariables()
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedPlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error) {
-	return W.WExtendedPlaceVariables(ctx, names, vars)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
-	return W.WExtendedReadVariables(ctx, vars)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedReplicaDevices() []string {
-	return W.WExtendedReplicaDevices()
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
-	return W.WExtendedRunReplicas(ctx, fn)
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedVariableDevice() string {
-	return W.WExtendedVariableDevice()
-}
-func (W _godist_distlib_distribute_Coordinated) ExtendedWorker() (index int, count int) {
-	return W.WExtendedWorker()
+func (W _godist_distlib_distribute_Coordinated) Extended() distribute.StrategyExtended {
+	return W.WExtended()
 }
 func (W _godist_distlib_distribute_Coordinated) Name() string {
 	return W.WName()
@@ -321,26 +286,26 @@ func (W _godist_distlib_distribute_GradientBucketer) WaitTerms(ctx context.Conte
 
 // _godist_distlib_distribute_GradientBucketing is an interface wrapper for GradientBucketing type
 type _godist_distlib_distribute_GradientBucketing struct {
-	IValue                    interface{}
-	WExtendedGradientBucketer func(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
-	WExtendedTimeout          func() time.Duration
+	IValue            interface{}
+	WGradientBucketer func(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error)
+	WTimeout          func() time.Duration
 }
 
-func (W _godist_distlib_distribute_GradientBucketing) ExtendedGradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error) {
-	return W.WExtendedGradientBucketer(ctx, sizes, bucketBytes)
+func (W _godist_distlib_distribute_GradientBucketing) GradientBucketer(ctx context.Context, sizes []int, bucketBytes int) (distribute.GradientBucketer, error) {
+	return W.WGradientBucketer(ctx, sizes, bucketBytes)
 }
-func (W _godist_distlib_distribute_GradientBucketing) ExtendedTimeout() time.Duration {
-	return W.WExtendedTimeout()
+func (W _godist_distlib_distribute_GradientBucketing) Timeout() time.Duration {
+	return W.WTimeout()
 }
 
 // _godist_distlib_distribute_GradientTermsApplier is an interface wrapper for GradientTermsApplier type
 type _godist_distlib_distribute_GradientTermsApplier struct {
-	IValue                      interface{}
-	WExtendedApplyGradientTerms func(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
+	IValue              interface{}
+	WApplyGradientTerms func(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error)
 }
 
-func (W _godist_distlib_distribute_GradientTermsApplier) ExtendedApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
-	return W.WExtendedApplyGradientTerms(replicaDevice, grads, apply)
+func (W _godist_distlib_distribute_GradientTermsApplier) ApplyGradientTerms(replicaDevice string, grads []*tensor.Tensor, apply func(terms [][][]float32) error) (inRun bool, err error) {
+	return W.WApplyGradientTerms(replicaDevice, grads, apply)
 }
 
 // _godist_distlib_distribute_MirroredOption is an interface wrapper for MirroredOption type
@@ -350,6 +315,61 @@ type _godist_distlib_distribute_MirroredOption struct {
 
 // _godist_distlib_distribute_MultiWorkerOption is an interface wrapper for MultiWorkerOption type
 type _godist_distlib_distribute_MultiWorkerOption struct {
+	IValue interface{}
+}
+
+// _godist_distlib_distribute_PSExtended is an interface wrapper for PSExtended type
+type _godist_distlib_distribute_PSExtended struct {
+	IValue              interface{}
+	WAllReduce          func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	WApplyGradientsOnPS func(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error
+	WAutoShard          func(op string, ds *data.Dataset) (bool, error)
+	WIsChief            func() bool
+	WMirrorsVariables   func() bool
+	WPlaceVariables     func(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error)
+	WReadVariables      func(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error)
+	WReplicaDevices     func() []string
+	WRunReplicas        func(ctx context.Context, fn func(replica int) error) error
+	WVariableDevice     func() string
+	WWorker             func() (index int, count int)
+}
+
+func (W _godist_distlib_distribute_PSExtended) AllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	return W.WAllReduce(ctx, op, perReplica)
+}
+func (W _godist_distlib_distribute_PSExtended) ApplyGradientsOnPS(ctx context.Context, opt *distribute.PSOptimizer, grads []*tensor.Tensor, vars []*tensor.Variable) error {
+	return W.WApplyGradientsOnPS(ctx, opt, grads, vars)
+}
+func (W _godist_distlib_distribute_PSExtended) AutoShard(op string, ds *data.Dataset) (bool, error) {
+	return W.WAutoShard(op, ds)
+}
+func (W _godist_distlib_distribute_PSExtended) IsChief() bool {
+	return W.WIsChief()
+}
+func (W _godist_distlib_distribute_PSExtended) MirrorsVariables() bool {
+	return W.WMirrorsVariables()
+}
+func (W _godist_distlib_distribute_PSExtended) PlaceVariables(ctx context.Context, names []string, vars []*tensor.Variable) ([]*distribute.ShardedVariable, error) {
+	return W.WPlaceVariables(ctx, names, vars)
+}
+func (W _godist_distlib_distribute_PSExtended) ReadVariables(ctx context.Context, vars []*tensor.Variable) ([]*tensor.Tensor, error) {
+	return W.WReadVariables(ctx, vars)
+}
+func (W _godist_distlib_distribute_PSExtended) ReplicaDevices() []string {
+	return W.WReplicaDevices()
+}
+func (W _godist_distlib_distribute_PSExtended) RunReplicas(ctx context.Context, fn func(replica int) error) error {
+	return W.WRunReplicas(ctx, fn)
+}
+func (W _godist_distlib_distribute_PSExtended) VariableDevice() string {
+	return W.WVariableDevice()
+}
+func (W _godist_distlib_distribute_PSExtended) Worker() (index int, count int) {
+	return W.WWorker()
+}
+
+// _godist_distlib_distribute_PSOption is an interface wrapper for PSOption type
+type _godist_distlib_distribute_PSOption struct {
 	IValue interface{}
 }
 
@@ -363,14 +383,24 @@ func (W _godist_distlib_distribute_Partitioner) Partition(shape []int, dtype str
 	return W.WPartition(shape, dtype)
 }
 
-// _godist_distlib_distribute_ReplicaTermsSummer is an interface wrapper for ReplicaTermsSummer type
-type _godist_distlib_distribute_ReplicaTermsSummer struct {
-	IValue            interface{}
-	WExtendedSumTerms func(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
+// _godist_distlib_distribute_ReplicaGradientApplier is an interface wrapper for ReplicaGradientApplier type
+type _godist_distlib_distribute_ReplicaGradientApplier struct {
+	IValue          interface{}
+	WApplyGradients func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
 }
 
-func (W _godist_distlib_distribute_ReplicaTermsSummer) ExtendedSumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
-	return W.WExtendedSumTerms(perReplica)
+func (W _godist_distlib_distribute_ReplicaGradientApplier) ApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
+	return W.WApplyGradients(replicaDevice, grads, apply)
+}
+
+// _godist_distlib_distribute_ReplicaTermsSummer is an interface wrapper for ReplicaTermsSummer type
+type _godist_distlib_distribute_ReplicaTermsSummer struct {
+	IValue    interface{}
+	WSumTerms func(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error)
+}
+
+func (W _godist_distlib_distribute_ReplicaTermsSummer) SumTerms(perReplica [][]*tensor.Tensor) (terms [][][]float32, ok bool, err error) {
+	return W.WSumTerms(perReplica)
 }
 
 // _godist_distlib_distribute_Strategy is an interface wrapper for Strategy type
@@ -379,15 +409,7 @@ type _godist_distlib_distribute_Strategy struct {
 	WDistributeDatasetsFromFunction func(fn func(ctx *distribute.InputContext) *data.Dataset) *distribute.DistributedDataset
 	WExperimentalDistributeDataset  func(ds *data.Dataset) *distribute.DistributedDataset
 	WExperimentalLocalResults       func(v *distribute.PerReplica) []*tensor.Tensor
-	WExtendedAllReduce              func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
-	WExtendedApplyGradients         func(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error)
-	WExtendedAutoShard              func(op string, ds *data.Dataset) (bool, error)
-	WExtendedIsChief                func() bool
-	WExtendedMirrorsVariables       func() bool
-	WExtendedReplicaDevices         func() []string
-	WExtendedRunReplicas            func(ctx context.Context, fn func(replica int) error) error
-	WExtendedVariableDevice         func() string
-	WExtendedWorker                 func() (index int, count int)
+	WExtended                       func() distribute.StrategyExtended
 	WName                           func() string
 	WNumReplicasInSync              func() int
 	WReduce                         func(op distribute.ReduceOp, v any, axis int) *tensor.Tensor
@@ -405,32 +427,8 @@ func (W _godist_distlib_distribute_Strategy) ExperimentalDistributeDataset(ds *d
 func (W _godist_distlib_distribute_Strategy) ExperimentalLocalResults(v *distribute.PerReplica) []*tensor.Tensor {
 	return W.WExperimentalLocalResults(v)
 }
-func (W _godist_distlib_distribute_Strategy) ExtendedAllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
-	return W.WExtendedAllReduce(ctx, op, perReplica)
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedApplyGradients(replicaDevice string, grads []*tensor.Tensor, apply func(grads []*tensor.Tensor) error) (inRun bool, err error) {
-	return W.WExtendedApplyGradients(replicaDevice, grads, apply)
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedAutoShard(op string, ds *data.Dataset) (bool, error) {
-	return W.WExtendedAutoShard(op, ds)
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedIsChief() bool {
-	return W.WExtendedIsChief()
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedMirrorsVariables() bool {
-	return W.WExtendedMirrorsVariables()
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedReplicaDevices() []string {
-	return W.WExtendedReplicaDevices()
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedRunReplicas(ctx context.Context, fn func(replica int) error) error {
-	return W.WExtendedRunReplicas(ctx, fn)
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedVariableDevice() string {
-	return W.WExtendedVariableDevice()
-}
-func (W _godist_distlib_distribute_Strategy) ExtendedWorker() (index int, count int) {
-	return W.WExtendedWorker()
+func (W _godist_distlib_distribute_Strategy) Extended() distribute.StrategyExtended {
+	return W.WExtended()
 }
 func (W _godist_distlib_distribute_Strategy) Name() string {
 	return W.WName()
@@ -449,4 +447,42 @@ func (W _godist_distlib_distribute_Strategy) RunContext(ctx context.Context, fn 
 }
 func (W _godist_distlib_distribute_Strategy) Scope(fn func()) {
 	W.WScope(fn)
+}
+
+// _godist_distlib_distribute_StrategyExtended is an interface wrapper for StrategyExtended type
+type _godist_distlib_distribute_StrategyExtended struct {
+	IValue            interface{}
+	WAllReduce        func(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error)
+	WAutoShard        func(op string, ds *data.Dataset) (bool, error)
+	WIsChief          func() bool
+	WMirrorsVariables func() bool
+	WReplicaDevices   func() []string
+	WRunReplicas      func(ctx context.Context, fn func(replica int) error) error
+	WVariableDevice   func() string
+	WWorker           func() (index int, count int)
+}
+
+func (W _godist_distlib_distribute_StrategyExtended) AllReduce(ctx context.Context, op distribute.ReduceOp, perReplica [][]*tensor.Tensor) ([][]*tensor.Tensor, error) {
+	return W.WAllReduce(ctx, op, perReplica)
+}
+func (W _godist_distlib_distribute_StrategyExtended) AutoShard(op string, ds *data.Dataset) (bool, error) {
+	return W.WAutoShard(op, ds)
+}
+func (W _godist_distlib_distribute_StrategyExtended) IsChief() bool {
+	return W.WIsChief()
+}
+func (W _godist_distlib_distribute_StrategyExtended) MirrorsVariables() bool {
+	return W.WMirrorsVariables()
+}
+func (W _godist_distlib_distribute_StrategyExtended) ReplicaDevices() []string {
+	return W.WReplicaDevices()
+}
+func (W _godist_distlib_distribute_StrategyExtended) RunReplicas(ctx context.Context, fn func(replica int) error) error {
+	return W.WRunReplicas(ctx, fn)
+}
+func (W _godist_distlib_distribute_StrategyExtended) VariableDevice() string {
+	return W.WVariableDevice()
+}
+func (W _godist_distlib_distribute_StrategyExtended) Worker() (index int, count int) {
+	return W.WWorker()
 }
