@@ -177,8 +177,8 @@ func (e *ReplicaError) Unwrap() []error { return []error{ErrReplicaFailed, e.Err
 // including the goroutines started inside it (there is no goroutine-local state in Go to
 // hide it from them). Opening the scope of a different strategy while one is open, in any
 // goroutine, panics with ErrMixedStrategies, so two strategies never compete for it: build
-// the models of several in-process workers one after the other. Run and the
-// extended's RunReplicas do not open the scope: a replica function gets its strategy from its
+// the models of several in-process workers one after the other. Run and the extended's
+// RunReplicas do not open the scope: a replica function gets its strategy from its
 // ReplicaContext; GetStrategy inside it returns the running strategy when it is the only
 // strategy with a Run in progress in the process.
 var (
