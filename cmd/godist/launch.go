@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -17,12 +18,19 @@ func init() {
 	register("launch", "run a distributed job's tasks: launch --workers N [--ps M] [--slurm] -- program args", runLaunch)
 }
 
-func runLaunch(args []string) error {
+func runLaunch(args []string) error { return launchMain(args, os.Stdout, os.Stderr) }
+
+// launchMain is `godist launch`: the tasks' output goes to stdout, a failed job's root
+// cause to stderr.
+func launchMain(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(fs.Output(), "usage: godist launch --workers N [--ps M] [--chief] [--slurm] [--host ADDR] [--no-pin] -- program args\n\n"+
 			"Starts the tasks of a job with their TF_CONFIG (or under srun with --slurm), prefixes\n"+
-			"each output line with its task, and stops the job when a task fails.")
+			"each output line with its task, and stops the job when a task fails; it then prints\n"+
+			"the first task that failed (its host, exit code or signal, time and last lines) to\n"+
+			"stderr, before the tasks that failed after it.")
 		fs.PrintDefaults()
 	}
 	workers := fs.Int("workers", 1, "number of worker tasks")
@@ -45,8 +53,21 @@ func runLaunch(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	return cluster.Launch(ctx, cluster.LaunchSpec{
+	err := cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: *workers, PS: *ps, Chief: *chief, Slurm: *slurm, Host: *host, GracePeriod: *grace, NoPinning: *noPin,
-		Program: rest[0], Args: rest[1:], Output: os.Stdout,
+		Program: rest[0], Args: rest[1:], Output: stdout,
 	})
+	return launchFailure(stderr, err)
+}
+
+// launchFailure prints a failed job's root-cause block and the other failures to w (the
+// tasks' output may have scrolled the first failure away) and returns a one-line error
+// naming the root cause; other errors are returned as they are.
+func launchFailure(w io.Writer, err error) error {
+	var je *cluster.JobError
+	if !errors.As(err, &je) {
+		return err
+	}
+	fmt.Fprintf(w, "\n%v\n\n", je)
+	return fmt.Errorf("the job failed: %s", je.Summary())
 }

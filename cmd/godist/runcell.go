@@ -28,7 +28,8 @@ import (
 // runs the rest of the cell as Go in N fresh processes (`godist worker-cell FILE`), each a
 // task of a local cluster with its own TF_CONFIG and the job's cluster token, started by
 // cluster.Launch; their output streams into the cell, every line prefixed by its task
-// ("[worker 1] "). A task that fails stops the others and the cell fails with its error.
+// ("[worker 1] "). A task that fails stops the others and the cell fails with its error,
+// the root-cause block (cluster.JobError) first.
 // The workers do not share the notebook's variables: the cell must import and define what
 // it uses. GODIST_BIN names the godist binary to start (default: this executable).
 
@@ -197,15 +198,6 @@ func (w *cellWriter) flush() {
 	}
 }
 
-// taskError returns the error report of the task err names, or "".
-func (w *cellWriter) taskError(err error) string {
-	var te *cluster.TaskError
-	if !errors.As(err, &te) {
-		return ""
-	}
-	return strings.Join(w.errs["["+te.Task.String()+"] "], "\n")
-}
-
 // distributedMagic runs the cell on N worker processes.
 func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, error) {
 	a, err := parseDistributedArgs(m.Args)
@@ -252,11 +244,42 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 	case ctx.Err() != nil:
 		return nil, magicError(fmt.Sprintf("%%%%distributed: the workers were stopped: %v", context.Cause(ctx)))
 	}
-	if report := w.taskError(err); report != "" {
-		var te *cluster.TaskError
-		errors.As(err, &te)
-		return nil, &interp.EvalError{Name: "WorkerError", Value: fmt.Sprintf("%s: %s", te.Task, report),
-			Traceback: append([]string{fmt.Sprintf("WorkerError: %s failed", te.Task)}, w.errs["["+te.Task.String()+"] "]...)}
+	var je *cluster.JobError
+	if errors.As(err, &je) {
+		return nil, workerError(je, w.errs["["+je.RootCause().Task.String()+"] "])
 	}
 	return nil, magicError("%%distributed: " + err.Error())
+}
+
+// workerError is the cell's error for a failed job: the root-cause block first (the first
+// task that failed, its host, exit code or signal, time and last lines), the tasks that
+// failed after it, then the root cause's error report (its worker-cell error and the
+// lines after it) where its last lines do not hold all of it.
+func workerError(je *cluster.JobError, report []string) *interp.EvalError {
+	root := je.RootCause()
+	value := je.Summary()
+	if len(report) > 0 {
+		value = fmt.Sprintf("%s: %s", root.Task, strings.Join(report, "\n"))
+	}
+	tb := append([]string{"WorkerError: " + je.Summary()}, strings.Split(je.Error(), "\n")...)
+	kept := map[string]bool{}
+	for _, l := range root.LastLines {
+		kept[l] = true
+	}
+	for i, l := range report {
+		if !kept[l] && !(i == 0 && kept["godist worker-cell: "+l]) {
+			tb = append(append(tb, root.Task.String()+"'s error:"), indent(report)...)
+			break
+		}
+	}
+	return &interp.EvalError{Name: "WorkerError", Value: value, Traceback: tb}
+}
+
+// indent returns lines, each indented by two spaces.
+func indent(lines []string) []string {
+	out := make([]string, len(lines))
+	for i, l := range lines {
+		out[i] = "  " + l
+	}
+	return out
 }

@@ -221,7 +221,7 @@ if strings.Contains(os.Getenv("TF_CONFIG"), ` + "`" + `"index":1` + "`" + `) {
 }
 time.Sleep(time.Minute)
 `, "worker 1", []*regexp.Regexp{
-			regexp.MustCompile(`(?m)^%%distributed --workers 2: failed$`),
+			regexp.MustCompile(`(?m)^%%distributed --workers 2: failed: worker 1 \(exit code 1\) first; 1 other task (was stopped|failed) after it$`),
 			regexp.MustCompile(`(?m)^worker 0 +127\.0\.0\.1:\d+ +stopped\b`),
 			regexp.MustCompile(`(?m)^worker 1 +127\.0\.0\.1:\d+ +failed +in the cell, line 11:2$`),
 			regexp.MustCompile(`(?m)^worker 1 failed; its last lines:\n  working\n  about to fail\n(  .*\n)*  .*worker one gives up`),
@@ -237,6 +237,21 @@ time.Sleep(time.Minute)
 			}
 			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
 				t.Fatalf("Execute = %v, want an error naming %q\noutput:\n%s", err, tc.wantErr, out)
+			}
+			if tc.wantErr != "" { // the error shows the root-cause block first, then worker 0
+				var ee *interp.EvalError
+				tb := ""
+				if errors.As(err, &ee) {
+					tb = strings.Join(ee.Traceback, "\n")
+				}
+				re := regexp.MustCompile(`^WorkerError: worker 1 \(exit code 1\) first.*\n` +
+					`Root cause \(first observed failure\): task worker 1 failed: exit status 1\n  host: +127\.0\.0\.1:\d+\n` +
+					`  exit code:  1\n  time: .*Z\n  last lines: \(\d+\)\n(    \| .*\n)*    \| .*worker one gives up[^\n]*\n(    \| .*\n)*` +
+					`Other failures, after it \(1\):\n  task worker 0 \(127\.0\.0\.1:\d+\): `)
+				t.Logf("the cell's traceback:\n%s", tb)
+				if !re.MatchString(tb) {
+					t.Errorf("the cell's traceback:\n%s\nwant it to match %s", tb, re)
+				}
 			}
 			cellOut, table, ok := strings.Cut(out.String(), "\n%%distributed ")
 			if !ok {

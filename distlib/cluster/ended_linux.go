@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // pfExiting is the kernel's PF_EXITING flag (include/linux/sched.h), set when a thread
@@ -43,4 +45,20 @@ func statEnded(b []byte, err error) bool {
 	}
 	flags, err := strconv.ParseUint(string(f[6]), 10, 64)
 	return err == nil && flags&pfExiting != 0
+}
+
+// exitKnown tells that waitExited returns when the process ends: its time is the task's.
+const exitKnown = true
+
+// waitExited returns once the child process pid has ended (or was reaped already), without
+// reaping it: a task's end is timed by its process, not by its Wait, which returns only
+// when the task's output is closed (a child of the task may hold it open a while longer).
+func waitExited(pid int) {
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			return
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"godist/distlib/progress"
 	"godist/internal/freeport"
 	"io"
 	"net"
@@ -19,6 +20,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // LaunchSpec describes a job for Launch.
@@ -88,10 +91,12 @@ func (e *TaskError) Unwrap() error { return e.Err }
 // chief and worker tasks exit 0 (ps tasks, which serve forever, are then stopped; in a
 // parameter-server job, with a chief and ps tasks, the workers serve too and only the chief
 // is waited for). The first
-// task that fails stops the job: the others are terminated and a *TaskError names it. When
-// other tasks had ended by then too, one of them killed by a signal is named instead: a
-// worker that loses a peer exits with an error, often before the launcher sees the
-// peer's end; the output's "[launch]" line lists every task that had failed.
+// task that fails stops the job: the others are terminated and a *JobError (which unwraps
+// to the *TaskError of its root cause) names it first, with its host, exit code or signal,
+// time and last output lines, then the tasks that failed with or after it. When other
+// tasks had ended by then too, one of them killed by a signal is named instead, else the
+// first to end: a worker that loses a peer exits with an error, often before the launcher
+// sees the peer's end; the output's "[launch]" line lists every task that had failed.
 // Cancelling ctx stops every task. In a notebook cell, when spec.Events is nil, Launch
 // shows the cluster panel (widgets.Panel): live with a Stop button where the widget front
 // end is ready (a stopped job returns an error wrapping ErrStopped), else as a text table
@@ -247,6 +252,27 @@ type runningTask struct {
 type result struct {
 	rt  *runningTask
 	err error
+	at  time.Time // when the task's process ended, or where unknown when Wait returned
+}
+
+// failure returns what r tells of its task's failure (r.err not nil), with the task's last
+// output lines.
+func (r result) failure(stopped bool) Failure {
+	f := Failure{Task: r.rt.task, Addr: r.rt.addr, ExitCode: -1, Time: r.at, Stopped: stopped, Err: r.err}
+	if r.rt.out != nil {
+		f.LastLines = r.rt.out.lastLines()
+	}
+	var ee *exec.ExitError
+	if errors.As(r.err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			if f.Signal = unix.SignalName(ws.Signal()); f.Signal == "" {
+				f.Signal = ws.Signal().String()
+			}
+		} else {
+			f.ExitCode = ee.ExitCode()
+		}
+	}
+	return f
 }
 
 // supervise starts the tasks and waits as Launch documents.
@@ -269,16 +295,27 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			for range started {
 				<-results
 			}
-			return &TaskError{Task: rt.task, Err: err}
+			return NewJobError([]Failure{result{rt: rt, err: err, at: time.Now()}.failure(false)})
 		}
 		started++
 		pending[rt] = true
 		if spec.Events != nil {
 			spec.Events(TaskEvent{Task: rt.task, Addr: rt.addr, State: "started"})
 		}
-		go func() { results <- result{rt, rt.cmd.Wait()} }()
+		go func() {
+			exited := make(chan time.Time, 1)
+			go func() { waitExited(rt.cmd.Process.Pid); exited <- time.Now() }()
+			err := rt.cmd.Wait()
+			at := time.Now()
+			if exitKnown {
+				at = <-exited // the process has ended: waitExited returns (or has returned)
+			}
+			results <- result{rt, err, at}
+		}()
 	}
 	var failure error
+	var jobErr *JobError // failure when a task made the job fail
+	var failures []Failure
 	stopping := false
 	var kill <-chan time.Time
 	// serves reports whether a task serves until stopped: ps tasks, and in a
@@ -320,11 +357,17 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			reaped(r)
 			if r.err != nil && !stopping {
 				ended := append([]result{r}, endedWith(results, tasks, pending, reaped)...)
-				c := rootCause(ended)
-				msg := fmt.Sprintf("[launch] task %s failed: %v", ended[c].rt.task, ended[c].err)
-				for i, e := range ended {
+				for _, e := range ended {
+					if e.err != nil {
+						failures = append(failures, e.failure(false))
+					}
+				}
+				jobErr = NewJobError(failures)
+				root := jobErr.RootCause()
+				msg := fmt.Sprintf("[launch] task %s failed: %v", root.Task, root.Err)
+				for _, e := range ended {
 					switch {
-					case i == c:
+					case e.rt.task == root.Task:
 						event(e, "failed")
 					case e.err != nil:
 						msg += fmt.Sprintf("; task %s also failed: %v", e.rt.task, e.err)
@@ -334,10 +377,13 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 					}
 				}
 				out.Write([]byte(msg + "; stopping the job\n"))
-				stop(&TaskError{Task: ended[c].rt.task, Err: ended[c].err})
+				stop(jobErr)
 				continue
 			}
 			if stopping && failure != nil {
+				if jobErr != nil && r.err != nil {
+					failures = append(failures, r.failure(true))
+				}
 				event(r, "stopped")
 			} else {
 				event(r, "exited")
@@ -353,6 +399,9 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			stopAll(syscall.SIGKILL)
 			kill = nil
 		}
+	}
+	if jobErr != nil && failure == error(jobErr) {
+		return NewJobError(failures) // with the tasks that failed while the job was stopped
 	}
 	return failure
 }
@@ -385,22 +434,6 @@ func endedWith(results <-chan result, tasks []*runningTask, pending map[*running
 	return got
 }
 
-// rootCause picks, among tasks found ended together (the first seen failed), the failure to
-// report: one killed by a signal (by the OOM killer, a user, a crash: the launcher had sent
-// none yet) rather than a peer that exited with an error when it lost that task; else the
-// first seen.
-func rootCause(ended []result) int {
-	for i, r := range ended {
-		var ee *exec.ExitError
-		if errors.As(r.err, &ee) {
-			if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-				return i
-			}
-		}
-	}
-	return 0
-}
-
 // syncWriter serializes whole lines from the tasks onto one writer.
 type syncWriter struct {
 	mu sync.Mutex
@@ -420,6 +453,7 @@ type prefixWriter struct {
 	relabel func(line []byte) []byte // instead of prefix, for srun --label output
 	mu      sync.Mutex
 	buf     []byte
+	kept    lineRing // the last lines, for the task's Failure
 }
 
 func (p *prefixWriter) Write(b []byte) (int, error) {
@@ -439,12 +473,25 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 
 func (p *prefixWriter) emit(line []byte) {
 	var full []byte
+	text := line // the line as the task wrote it (under srun, labelled by its task)
 	if p.relabel != nil {
 		full = append(p.relabel(line), '\n')
+		text = full[:len(full)-1]
 	} else {
 		full = append(append([]byte(p.prefix), line...), '\n')
 	}
+	if _, rest, _ := bytes.Cut(text, []byte("] ")); !bytes.HasPrefix(text, []byte(progress.PanelLinePrefix)) &&
+		!(p.relabel != nil && bytes.HasPrefix(rest, []byte(progress.PanelLinePrefix))) {
+		p.kept.add(string(text)) // the panel's progress lines are not the task's output
+	}
 	p.out.Write(full)
+}
+
+// lastLines returns the task's last output lines, oldest first.
+func (p *prefixWriter) lastLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kept.last()
 }
 
 // flush writes a last line that had no newline.

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/signal"
 	"regexp"
 	"sort"
 	"strings"
@@ -84,6 +85,22 @@ func helper(mode string) error {
 	buf := []float32{float32(s.Rank() + 1), 1}
 	if err := collective.AllReduce(ctx, s.Transport(), buf, collective.Sum); err != nil {
 		return err
+	}
+	if mode == "rootcause" {
+		if s.Rank() == 1 { // some lines, then an exit with status 3
+			for i := range 12 {
+				fmt.Printf("worker 1 line %d\n", i)
+			}
+			os.Exit(3)
+		}
+		// The others lose worker 1 and fail when the launcher stops them (SIGTERM): an
+		// all-reduce without it fails or waits until then.
+		sctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM)
+		defer stop()
+		err := collective.AllReduce(sctx, s.Transport(), buf, collective.Sum)
+		fmt.Printf("rank %d lost a peer: %v\n", s.Rank(), err)
+		<-sctx.Done()
+		return fmt.Errorf("rank %d: worker 1 is gone", s.Rank())
 	}
 	if mode == "killed" {
 		if s.Rank() == 1 { // killed while a child of its own keeps its output open a while
@@ -277,6 +294,77 @@ func TestLaunchFailingTask(t *testing.T) {
 	if w := "[launch] task worker 1 failed"; !strings.Contains(out.String(), w) {
 		t.Errorf("output lacks %q:\n%s", w, out.String())
 	}
+	var je *JobError
+	if !errors.As(err, &je) {
+		t.Fatalf("Launch = %T, want a *JobError", err)
+	}
+	if got := je.RootCause().LastLines; len(got) != 3 || !strings.HasPrefix(got[0], "TF_CONFIG=") ||
+		fmt.Sprint(got[1:]) != "[helper: task 1 fails on purpose boom, no newline]" {
+		t.Errorf("worker 1's last lines %q, want its TF_CONFIG line, then its 2 lines", got)
+	}
+}
+
+// TestLaunchRootCause: of 3 workers, worker 1 prints 12 lines and exits with status 3; the
+// others lose it and fail when the launcher stops them. The job's error starts with the
+// root-cause block (worker 1, its address, exit code 3, the time, its last 10 lines), then
+// lists the 2 others, and the panel's status names worker 1.
+func TestLaunchRootCause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	leakcheck.Check(t)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now().Add(-time.Second) // the block's time is to the second
+	err := Launch(ctx, helperSpec(3, 0, "rootcause", &out))
+	end := time.Now()
+	var je *JobError
+	if !errors.As(err, &je) {
+		t.Fatalf("Launch = %v, want a *JobError\n%s", err, out.String())
+	}
+	t.Logf("the job's error:\n%v", err)
+	root := je.RootCause()
+	if root.Task != (Task{Worker, 1}) || root.ExitCode != 3 || root.Signal != "" || root.Stopped {
+		t.Fatalf("root cause %+v, want worker 1 with exit code 3\n%s", root, out.String())
+	}
+	if !regexp.MustCompile(`^127\.0\.0\.1:\d+$`).MatchString(root.Addr) || root.Time.Before(start) || root.Time.After(end) {
+		t.Errorf("root cause at %q at %v, want 127.0.0.1:port between %v and %v", root.Addr, root.Time, start, end)
+	}
+	var want []string
+	for i := 2; i < 12; i++ {
+		want = append(want, fmt.Sprintf("worker 1 line %d", i))
+	}
+	if fmt.Sprint(root.LastLines) != fmt.Sprint(want) {
+		t.Errorf("last lines %q, want %q", root.LastLines, want)
+	}
+	var others []string
+	for _, f := range je.Others() {
+		others = append(others, f.Task.String())
+		if !f.Stopped || f.Time.Before(root.Time) {
+			t.Errorf("%v: want a follow-on, ended while the job was stopped, after worker 1", f)
+		}
+	}
+	sort.Strings(others)
+	if fmt.Sprint(others) != "[worker 0 worker 2]" {
+		t.Errorf("other failures %v, want worker 0 and worker 2", others)
+	}
+	msg := err.Error()
+	block := regexp.MustCompile(`^Root cause \(first observed failure\): task worker 1 failed: exit status 3\n` +
+		`  host: +127\.0\.0\.1:\d+\n  exit code: +3\n  time: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\n` +
+		`  last lines: \(10\)\n    \| worker 1 line 2\n(    \| .*\n){8}    \| worker 1 line 11\n` +
+		`Other failures, after it \(2\):\n  task worker [02] \(127\.0\.0\.1:\d+\): .*\n  task worker [02] \(.*$`)
+	if !block.MatchString(msg) {
+		t.Errorf("Error() =\n%s\nwant it to match %s", msg, block)
+	}
+	var te *TaskError
+	var ee *exec.ExitError
+	if !errors.As(err, &te) || te.Task != root.Task || !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Errorf("the error does not unwrap to worker 1's TaskError and exit status: %v, %v", te, ee)
+	}
+	if got, want := PanelStatus(ctx, err), "failed: worker 1 (exit code 3) first; 2 other tasks were stopped after it"; got != want {
+		t.Errorf("PanelStatus = %q, want %q", got, want)
+	}
 }
 
 // TestLaunchNamesKilledTask: worker 1 is killed (SIGKILL) and worker 0 fails when it loses
@@ -303,6 +391,20 @@ func TestLaunchNamesKilledTask(t *testing.T) {
 	sort.Strings(events)
 	if want := "[worker 0 failed worker 0 started worker 1 failed worker 1 started]"; fmt.Sprint(events) != want {
 		t.Errorf("events %v, want %s", events, want)
+	}
+	var je *JobError
+	if !errors.As(err, &je) {
+		t.Fatalf("Launch = %T, want a *JobError", err)
+	}
+	root, others := je.RootCause(), je.Others()
+	if root.Signal != "SIGKILL" || root.ExitCode != -1 || !strings.Contains(err.Error(), "\n  signal:     SIGKILL\n") {
+		t.Errorf("root cause %+v, want worker 1 killed by SIGKILL; error:\n%s", root, err)
+	}
+	if len(others) != 1 || others[0].Task != (Task{Worker, 0}) || others[0].ExitCode != 3 {
+		t.Errorf("other failures %v, want worker 0 with exit code 3", others)
+	}
+	if i, j := strings.Index(err.Error(), "Root cause"), strings.Index(err.Error(), "task worker 0 ("); i != 0 || j < 0 {
+		t.Errorf("the error does not start with the root cause, then worker 0:\n%s", err)
 	}
 }
 
@@ -355,6 +457,23 @@ func TestLaunchPanelInCell(t *testing.T) {
 		if !regexp.MustCompile(re).MatchString(table) {
 			t.Errorf("table lacks %s:\n%s", re, table)
 		}
+	}
+}
+
+// TestLaunchPanelNamesRootCause: the panel of a failed Launch in a cell ends with a status
+// naming the task that failed first and how many followed it.
+func TestLaunchPanelNamesRootCause(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	old := display.SetPublisher(notebook{})
+	defer display.SetPublisher(old)
+	var out bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := Launch(ctx, helperSpec(3, 0, "rootcause", &out))
+	if want := "\ncluster.Launch: 3 workers: failed: worker 1 (exit code 3) first; 2 other tasks were stopped after it\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("Launch = %v; the panel's table lacks %q:\n%s", err, want, out.String())
 	}
 }
 

@@ -30,13 +30,17 @@ func (e TaskEvent) PanelEvent() progress.TaskEvent {
 }
 
 // PanelStatus returns the status the cluster panel ends with after a job whose context is
-// ctx returned err: done, stopped or failed.
+// ctx returned err: done, stopped or failed; a failure names its root cause
+// ("failed: worker 1 (exit code 3) first; 1 other task failed after it").
 func PanelStatus(ctx context.Context, err error) string {
+	var je *JobError
 	switch {
 	case err == nil:
 		return "done"
 	case ctx.Err() != nil:
 		return "stopped"
+	case errors.As(err, &je):
+		return "failed: " + je.Summary()
 	}
 	return "failed"
 }

@@ -22,7 +22,8 @@ import (
 // with the task's name ("worker 0") and carry its state ("starting", "running", "exited",
 // "failed", "stopped") in a cell of class "godist-task-state"; a <div
 // class="godist-cluster-status"> above it says "running", "stopping", "stopped", "failed" or
-// "done"; counters (a coordinator's closures and workers) are in a <div
+// "done" (a failed job's launcher adds its root cause: "failed: worker 1 (exit code 3)
+// first; ..."); counters (a coordinator's closures and workers) are in a <div
 // class="godist-cluster-counters">; a failed task's last lines are in a <pre
 // class="godist-task-failure">.
 
