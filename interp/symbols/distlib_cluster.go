@@ -22,8 +22,10 @@ func init() {
 		"Evaluator":                  reflect.ValueOf(constant.MakeFromLiteral("\"evaluator\"", token.STRING, 0)),
 		"ExpandHostlist":             reflect.ValueOf(cluster.ExpandHostlist),
 		"ExpandTasksPerNode":         reflect.ValueOf(cluster.ExpandTasksPerNode),
+		"FailureLines":               reflect.ValueOf(constant.MakeFromLiteral("10", token.INT, 0)),
 		"Launch":                     reflect.ValueOf(cluster.Launch),
 		"NewClusterSpec":             reflect.ValueOf(cluster.NewClusterSpec),
+		"NewJobError":                reflect.ValueOf(cluster.NewJobError),
 		"NewServer":                  reflect.ValueOf(cluster.NewServer),
 		"NewSimpleClusterResolver":   reflect.ValueOf(cluster.NewSimpleClusterResolver),
 		"NewSlurmClusterResolver":    reflect.ValueOf(cluster.NewSlurmClusterResolver),
@@ -33,6 +35,7 @@ func init() {
 		"PanelStatus":                reflect.ValueOf(cluster.PanelStatus),
 		"ParseJobCounts":             reflect.ValueOf(cluster.ParseJobCounts),
 		"ParseTFConfig":              reflect.ValueOf(cluster.ParseTFConfig),
+		"RootCause":                  reflect.ValueOf(cluster.RootCause),
 		"SecretFileEnv":              reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_CLUSTER_SECRET_FILE\"", token.STRING, 0)),
 		"SharedMemoryEnv":            reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_SHARED_MEMORY\"", token.STRING, 0)),
 		"Token":                      reflect.ValueOf(cluster.Token),
@@ -41,6 +44,8 @@ func init() {
 
 		// type definitions
 		"ClusterSpec":             reflect.ValueOf((*cluster.ClusterSpec)(nil)),
+		"Failure":                 reflect.ValueOf((*cluster.Failure)(nil)),
+		"JobError":                reflect.ValueOf((*cluster.JobError)(nil)),
 		"LaunchSpec":              reflect.ValueOf((*cluster.LaunchSpec)(nil)),
 		"Resolver":                reflect.ValueOf((*cluster.Resolver)(nil)),
 		"Server":                  reflect.ValueOf((*cluster.Server)(nil)),
