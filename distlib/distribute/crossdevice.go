@@ -200,8 +200,9 @@ var (
 	ncclFn NcclFunc
 )
 
-// RegisterNccl installs the NCCL all-reduce of a GPU backend (the gpu package calls it);
-// nil removes it.
+// RegisterNccl installs the NCCL all-reduce of a GPU backend; nil removes it. The gpu
+// package binds NCCL but registers no all-reduce yet, so strategies fall back as
+// TensorFlow does without NCCL.
 func RegisterNccl(fn NcclFunc) {
 	ncclMu.Lock()
 	ncclFn = fn
@@ -282,7 +283,7 @@ func ncclUnusable(devices []string, haveNccl bool) (why, fallback string) {
 			"ReductionToOneDevice"
 	}
 	if !haveNccl {
-		return "no NCCL kernel is registered (this build has no GPU backend)", "HierarchicalCopyAllReduce"
+		return "no NCCL all-reduce is registered (the GPU backend does not register one yet)", "HierarchicalCopyAllReduce"
 	}
 	if phys := len(device.ListPhysicalDevices(device.GPU)); phys > 0 && len(device.ListLogicalDevices(device.GPU)) > phys {
 		return fmt.Sprintf("they include logical devices that share a physical GPU (%d logical GPUs on %d physical); "+

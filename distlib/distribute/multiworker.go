@@ -162,7 +162,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 		s.ops = selectCrossDeviceOps(devs)
 	}
 	if s.comm == CommunicationNCCL && nccl() == nil {
-		logf("WARNING", "CommunicationImplementation.NCCL needs a GPU backend with NCCL, which this build lacks; using RING.")
+		logf("WARNING", "CommunicationImplementation.NCCL needs an NCCL all-reduce registered by the GPU backend, and none is; using RING.")
 		s.comm = CommunicationRing
 	}
 	if mo.t != nil {
