@@ -18,7 +18,7 @@ func TestCreationLogs(t *testing.T) {
 			[]string{"INFO:distribute:Using MirroredStrategy with devices ("}},
 		{"multi-worker asking for NCCL on CPUs", func() Strategy {
 			return NewMultiWorkerMirroredStrategy(WithCommunication(CommunicationNCCL))
-		}, []string{"WARNING:distribute:CommunicationImplementation.NCCL needs a GPU backend", "communication = CommunicationImplementation.RING"}},
+		}, []string{"WARNING:distribute:CommunicationImplementation.NCCL needs an NCCL all-reduce", "communication = CommunicationImplementation.RING"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
