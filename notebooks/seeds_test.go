@@ -281,7 +281,7 @@ for x, ok := it.Next(); ok; x, ok = it.Next() {
 }`,
 		// Without a GPU backend NCCL falls back to RING, with a warning (stderr).
 		want:   `^CommunicationImplementation\.NCCL -> CommunicationImplementation\.(NCCL|RING) 2 replicas\nCommunicationImplementation\.RING -> CommunicationImplementation\.RING 2 replicas\nCommunicationImplementation\.AUTO -> CommunicationImplementation\.(AUTO|RING|NCCL) 2 replicas\n$`,
-		stderr: `(?s)(NCCL needs a GPU backend.*using RING|communication = CommunicationImplementation\.NCCL)`,
+		stderr: `(?s)(NCCL needs an NCCL all-reduce.*using RING|communication = CommunicationImplementation\.NCCL)`,
 	},
 	{
 		name: "000/tf-config",
