@@ -81,6 +81,13 @@ func (c *BackupAndRestoreCallback) TrainBegin(Logs) {
 	c.restored = st.Epoch
 	m.mw.resume = st.Epoch + 1
 	fmt.Fprintf(m.out(), "BackupAndRestore: resuming after epoch %d from %s\n", st.Epoch+1, c.Path())
+	// The backup is of an epoch's end and its values are global, so another number of
+	// workers or replicas resumes at the next epoch with that epoch's split of the data.
+	_, workers := m.strategy.Extended().Worker()
+	if replicas := m.strategy.NumReplicasInSync(); st.Workers != 0 && (st.Workers != workers || st.Replicas != replicas) {
+		fmt.Fprintf(m.out(), "BackupAndRestore: written by %d workers with %d replicas in sync, resumed by %d with %d: epoch %d's batches are split among these\n",
+			st.Workers, st.Replicas, workers, replicas, st.Epoch+2)
+	}
 }
 
 // EpochEnd writes the backup of the epoch (on the chief only).
@@ -117,6 +124,9 @@ type backupHeader struct {
 	SaveCounter int             `json:"save_counter,omitempty"` // Checkpoint.Save's counter
 	Iterations  int64           `json:"iterations"`
 	LR          float64         `json:"learning_rate"`
+	Optimizer   string          `json:"optimizer,omitempty"` // the optimizer's name, checked on restore
+	Workers     int             `json:"workers,omitempty"`   // workers and replicas in sync that wrote it,
+	Replicas    int             `json:"replicas,omitempty"`  // for the message of a resume with others
 	InputShape  []int           `json:"input_shape"`
 	Variables   []backupVarSpec `json:"variables"`
 	Extra       []backupVarSpec `json:"extra,omitempty"` // a Checkpoint's other variables (Checkpoint.Add), after the model's
@@ -142,7 +152,9 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int, extra ...namedVariab
 		o = &Optimizer{}
 	}
 	o.mu.Lock()
-	h := backupHeader{Model: m.name, Epoch: epoch, SaveCounter: saves, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape}
+	_, workers := m.strategy.Extended().Worker()
+	h := backupHeader{Model: m.name, Epoch: epoch, SaveCounter: saves, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape,
+		Optimizer: o.name, Workers: workers, Replicas: m.strategy.NumReplicasInSync()}
 	var body bytes.Buffer
 	put := func(d []float32) {
 		b := make([]byte, 4*len(d))
@@ -263,6 +275,10 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	vs := m.Variables()
 	if len(vs) != len(st.Variables) {
 		return fmt.Errorf("%w: %s holds %d variables, model %s has %d", ErrBackup, path, len(st.Variables), m.name, len(vs))
+	}
+	if o != nil && st.Optimizer != "" && st.Optimizer != o.name && st.Iterations != 0 {
+		return fmt.Errorf("%w: %s holds the state of optimizer %s, model %s is compiled with %s; compile it with %s, or restore the weights alone (LoadWeights)",
+			ErrBackup, path, st.Optimizer, m.name, o.name, st.Optimizer)
 	}
 	vals := make([][]float32, len(vs))
 	slots := make([][][]float32, len(vs))
