@@ -47,6 +47,9 @@ type BackupAndRestoreCallback struct {
 // the weights of an uninterrupted run when the data order of an epoch does not depend on
 // the epochs before it (no shuffling, or a seeded shuffle per epoch). dir must be
 // reachable by every worker (on one host, any directory; across hosts, a shared one).
+// The backup holds global values at an epoch's end: a job restarted with another number of
+// workers or replicas, or another device-mesh layout, resumes from it at the next epoch,
+// whose batches are split among the workers it has now.
 func BackupAndRestore(dir string) *BackupAndRestoreCallback {
 	if dir == "" {
 		panic(fmt.Errorf("%w: BackupAndRestore needs a backup directory", ErrInvalidArgument))
@@ -293,7 +296,8 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	}
 	for i, spec := range st.Variables {
 		if !sameInts(vs[i].Shape(), spec.Shape) {
-			return fmt.Errorf("%w: variable %d: model's %s has shape %v, %s's %s has %v", ErrBackup, i, vs[i].Name(), vs[i].Shape(), path, spec.Name, spec.Shape)
+			return fmt.Errorf("%w: %s: variable %d %s was saved with global shape %v, model %s's %s has %v (the replicas, workers or mesh layout may differ, the global shapes may not)",
+				ErrBackup, path, i, spec.Name, spec.Shape, m.name, vs[i].Name(), vs[i].Shape())
 		}
 		if o != nil && spec.Slots != 0 && spec.Slots != o.nslots {
 			return fmt.Errorf("%w: %s was written with %d optimizer slots per variable, %s has %d; use the same optimizer", ErrBackup, path, spec.Slots, o.name, o.nslots)

@@ -31,17 +31,22 @@ func (l reshardLayout) String() string {
 	return fmt.Sprintf("%d replicas", l.replicas)
 }
 
-// run calls fn on every worker of l (concurrently), with the worker's strategy.
-func (l reshardLayout) run(t *testing.T, fn func(w int, s distribute.Strategy)) {
+// run calls fn on every worker of l (concurrently), with the worker's strategy and a
+// reshardModel made in its scope. Every worker has left the scope before any calls fn:
+// scopes are process-wide, and a Fit inside another worker's scope is refused.
+func (l reshardLayout) run(t *testing.T, fn func(w int, s distribute.Strategy, m *Model)) {
 	t.Helper()
 	if l.workers == 0 {
 		devs := make([]string, l.replicas)
 		for i := range devs {
 			devs[i] = fmt.Sprintf("/cpu:%d", i)
 		}
-		fn(0, distribute.NewMirroredStrategy(distribute.WithDevices(devs...)))
+		s := distribute.NewMirroredStrategy(distribute.WithDevices(devs...))
+		fn(0, s, reshardModel(s))
 		return
 	}
+	var made sync.WaitGroup
+	made.Add(l.workers)
 	mems := transport.NewMem(l.workers)
 	defer func() {
 		for _, m := range mems {
@@ -60,7 +65,10 @@ func (l reshardLayout) run(t *testing.T, fn func(w int, s distribute.Strategy)) 
 			}()
 			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
 				distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second))
-			fn(w, s)
+			m := reshardModel(s)
+			made.Done()
+			made.Wait()
+			fn(w, s, m)
 		}()
 	}
 	done := make(chan struct{})
@@ -110,15 +118,13 @@ func TestCheckpointReshards(t *testing.T) {
 	for _, tc := range reshardCases {
 		t.Run(tc.from.String()+" to "+tc.to.String(), func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "ckpt-1")
-			tc.from.run(t, func(_ int, s distribute.Strategy) {
-				m := reshardModel(s)
+			tc.from.run(t, func(_ int, _ distribute.Strategy, m *Model) {
 				m.Fit(reshardData(), Epochs(1), Verbose(0))
 				if err := NewCheckpoint(m, m.optimizer).Write(path); err != nil {
 					t.Error(err)
 				}
 			})
-			tc.to.run(t, func(w int, s distribute.Strategy) {
-				m := reshardModel(s)
+			tc.to.run(t, func(w int, _ distribute.Strategy, m *Model) {
 				if err := NewCheckpoint(m, m.optimizer).Restore(path); err != nil {
 					t.Errorf("worker %d: %v", w, err)
 					return
@@ -156,12 +162,10 @@ func TestBackupAndRestoreReshards(t *testing.T) {
 	for _, tc := range reshardCases {
 		t.Run(tc.from.String()+" to "+tc.to.String(), func(t *testing.T) {
 			dir := t.TempDir()
-			tc.from.run(t, func(_ int, s distribute.Strategy) {
-				m := reshardModel(s)
+			tc.from.run(t, func(_ int, _ distribute.Strategy, m *Model) {
 				m.Fit(reshardData(), Epochs(3), Verbose(0), Callbacks(BackupAndRestore(dir), &stopAfter{epoch: 0}))
 			})
-			tc.to.run(t, func(w int, s distribute.Strategy) {
-				m := reshardModel(s)
+			tc.to.run(t, func(w int, _ distribute.Strategy, m *Model) {
 				out := quiet(m)
 				bk := BackupAndRestore(dir)
 				check := &stateCheck{t: t, path: bk.Path()}
@@ -189,15 +193,13 @@ func TestModelCheckpointReshards(t *testing.T) {
 			t.Run(tc.from.String()+" to "+tc.to.String()+" "+file, func(t *testing.T) {
 				path := filepath.Join(t.TempDir(), file)
 				var saved []*tensor.Tensor
-				tc.from.run(t, func(w int, s distribute.Strategy) {
-					m := reshardModel(s)
+				tc.from.run(t, func(w int, _ distribute.Strategy, m *Model) {
 					m.Fit(reshardData(), Epochs(1), Verbose(0), Callbacks(ModelCheckpoint(path)))
 					if w == 0 {
 						saved = m.GetWeights()
 					}
 				})
-				tc.to.run(t, func(w int, s distribute.Strategy) {
-					var m *Model
+				tc.to.run(t, func(w int, s distribute.Strategy, m *Model) {
 					if strings.HasSuffix(file, modelExt) {
 						var err error
 						inProcessScopes.Lock()
@@ -211,7 +213,6 @@ func TestModelCheckpointReshards(t *testing.T) {
 							t.Errorf("worker %d: %v", w, err)
 						}
 					} else {
-						m = reshardModel(s)
 						if err := m.Build(6, 6, 1); err != nil {
 							t.Error(err)
 							return
@@ -240,16 +241,14 @@ func TestModelCheckpointReshards(t *testing.T) {
 func TestReshardRestoreErrors(t *testing.T) {
 	splitCPU(t, 3)
 	path := filepath.Join(t.TempDir(), "ckpt-1")
-	reshardLayout{replicas: 2}.run(t, func(_ int, s distribute.Strategy) {
-		m := reshardModel(s)
+	reshardLayout{replicas: 2}.run(t, func(_ int, _ distribute.Strategy, m *Model) {
 		m.Fit(reshardData(), Epochs(1), Verbose(0))
 		if err := NewCheckpoint(m, m.optimizer).Write(path); err != nil {
 			t.Fatal(err)
 		}
 	})
 	file := path + checkpointExt
-	reshardLayout{replicas: 3}.run(t, func(_ int, s distribute.Strategy) {
-		m := reshardModel(s)
+	reshardLayout{replicas: 3}.run(t, func(_ int, s distribute.Strategy, m *Model) {
 		if err := m.Build(6, 6, 1); err != nil {
 			t.Fatal(err)
 		}
