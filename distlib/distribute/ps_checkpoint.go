@@ -143,14 +143,19 @@ func ReadCheckpoint(path string) (map[string]*tensor.Tensor, error) {
 }
 
 // RestoreCheckpoint sets every variable of the strategy to its value in the checkpoint
-// at path; a variable missing from the checkpoint, or saved with another shape, is an
-// error naming it.
+// at path, which may have been written with other ps tasks and partitioning; a variable
+// missing from the checkpoint, or saved with another shape, is an error naming it, and
+// nothing is set then. The optimizer's slots on the ps are not in the file.
 func (s *ParameterServerStrategy) RestoreCheckpoint(path string) error {
 	values, err := ReadCheckpoint(path)
 	if err != nil {
 		return err
 	}
-	for _, v := range s.Variables() {
+	// Every variable is checked before any is set, so a mismatch changes nothing. The
+	// file holds global values: Assign splits them among the shards as they are laid out
+	// now, whatever the ps tasks and partitioning that wrote them.
+	vars := s.Variables()
+	for _, v := range vars {
 		t, ok := values[v.name]
 		if !ok {
 			return fmt.Errorf("%w: %s has no variable %q", ErrCheckpoint, path, v.name)
@@ -158,6 +163,9 @@ func (s *ParameterServerStrategy) RestoreCheckpoint(path string) error {
 		if !sameShape(t.Shape(), v.shape) {
 			return fmt.Errorf("%w: %s: variable %q saved with shape %v, the model's has %v", ErrCheckpoint, path, v.name, t.Shape(), v.shape)
 		}
+	}
+	for _, v := range vars {
+		t := values[v.name]
 		if err := catchPanic(func() { v.Assign(t) }); err != nil {
 			return fmt.Errorf("distribute: restore %s: %w", path, err)
 		}

@@ -47,6 +47,9 @@ type BackupAndRestoreCallback struct {
 // the weights of an uninterrupted run when the data order of an epoch does not depend on
 // the epochs before it (no shuffling, or a seeded shuffle per epoch). dir must be
 // reachable by every worker (on one host, any directory; across hosts, a shared one).
+// The backup holds global values at an epoch's end: a job restarted with another number of
+// workers or replicas, or another device-mesh layout, resumes from it at the next epoch,
+// whose batches are split among the workers it has now.
 func BackupAndRestore(dir string) *BackupAndRestoreCallback {
 	if dir == "" {
 		panic(fmt.Errorf("%w: BackupAndRestore needs a backup directory", ErrInvalidArgument))
@@ -81,6 +84,13 @@ func (c *BackupAndRestoreCallback) TrainBegin(Logs) {
 	c.restored = st.Epoch
 	m.mw.resume = st.Epoch + 1
 	fmt.Fprintf(m.out(), "BackupAndRestore: resuming after epoch %d from %s\n", st.Epoch+1, c.Path())
+	// The backup is of an epoch's end and its values are global, so another number of
+	// workers or replicas resumes at the next epoch with that epoch's split of the data.
+	_, workers := m.strategy.Extended().Worker()
+	if replicas := m.strategy.NumReplicasInSync(); st.Workers != 0 && (st.Workers != workers || st.Replicas != replicas) {
+		fmt.Fprintf(m.out(), "BackupAndRestore: written by %d workers with %d replicas in sync, resumed by %d with %d: epoch %d's batches are split among these\n",
+			st.Workers, st.Replicas, workers, replicas, st.Epoch+2)
+	}
 }
 
 // EpochEnd writes the backup of the epoch (on the chief only).
@@ -117,6 +127,9 @@ type backupHeader struct {
 	SaveCounter int             `json:"save_counter,omitempty"` // Checkpoint.Save's counter
 	Iterations  int64           `json:"iterations"`
 	LR          float64         `json:"learning_rate"`
+	Optimizer   string          `json:"optimizer,omitempty"` // the optimizer's name, checked on restore
+	Workers     int             `json:"workers,omitempty"`   // workers and replicas in sync that wrote it,
+	Replicas    int             `json:"replicas,omitempty"`  // for the message of a resume with others
 	InputShape  []int           `json:"input_shape"`
 	Variables   []backupVarSpec `json:"variables"`
 	Extra       []backupVarSpec `json:"extra,omitempty"` // a Checkpoint's other variables (Checkpoint.Add), after the model's
@@ -142,7 +155,9 @@ func (m *Model) encodeState(o *Optimizer, epoch, saves int, extra ...namedVariab
 		o = &Optimizer{}
 	}
 	o.mu.Lock()
-	h := backupHeader{Model: m.name, Epoch: epoch, SaveCounter: saves, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape}
+	_, workers := m.strategy.Extended().Worker()
+	h := backupHeader{Model: m.name, Epoch: epoch, SaveCounter: saves, Iterations: o.iterations, LR: o.lr, InputShape: m.inputShape,
+		Optimizer: o.name, Workers: workers, Replicas: m.strategy.NumReplicasInSync()}
 	var body bytes.Buffer
 	put := func(d []float32) {
 		b := make([]byte, 4*len(d))
@@ -264,6 +279,10 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	if len(vs) != len(st.Variables) {
 		return fmt.Errorf("%w: %s holds %d variables, model %s has %d", ErrBackup, path, len(st.Variables), m.name, len(vs))
 	}
+	if o != nil && st.Optimizer != "" && st.Optimizer != o.name && st.Iterations != 0 {
+		return fmt.Errorf("%w: %s holds the state of optimizer %s, model %s is compiled with %s; compile it with %s, or restore the weights alone (LoadWeights)",
+			ErrBackup, path, st.Optimizer, m.name, o.name, st.Optimizer)
+	}
 	vals := make([][]float32, len(vs))
 	slots := make([][][]float32, len(vs))
 	off := 0
@@ -277,7 +296,8 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	}
 	for i, spec := range st.Variables {
 		if !sameInts(vs[i].Shape(), spec.Shape) {
-			return fmt.Errorf("%w: variable %d: model's %s has shape %v, %s's %s has %v", ErrBackup, i, vs[i].Name(), vs[i].Shape(), path, spec.Name, spec.Shape)
+			return fmt.Errorf("%w: %s: variable %d %s was saved with global shape %v, model %s's %s has %v (the replicas, workers or mesh layout may differ, the global shapes may not)",
+				ErrBackup, path, i, spec.Name, spec.Shape, m.name, vs[i].Name(), vs[i].Shape())
 		}
 		if o != nil && spec.Slots != 0 && spec.Slots != o.nslots {
 			return fmt.Errorf("%w: %s was written with %d optimizer slots per variable, %s has %d; use the same optimizer", ErrBackup, path, spec.Slots, o.name, o.nslots)

@@ -30,9 +30,12 @@ const checkpointExt = ".gdck"
 // The file holds the variables, the optimizer's iterations, learning rate and slots, and
 // the save counter, with a CRC-32C that detects a torn or damaged file; it is written to a
 // temporary name and renamed. Under a multi-worker strategy every worker calls Save and the
-// chief alone writes (the others return the same path). Under a ParameterServerStrategy the
-// variables are read from the parameter servers and written back to them by Restore; the
-// optimizer's slots live on the parameter servers and are not in the file.
+// chief alone writes (the others return the same path). The file holds global values, so
+// it restores under another number of replicas or workers, or another device-mesh layout;
+// another optimizer's state or a variable of another shape is refused. Under a
+// ParameterServerStrategy the variables are read from the parameter servers and written
+// back to them by Restore, however many ps tasks hold them then; the optimizer's slots
+// live on the parameter servers and are not in the file.
 type Checkpoint struct {
 	model     *Model
 	optimizer *Optimizer
