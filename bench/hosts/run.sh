@@ -5,13 +5,14 @@
 # between hosts: --no-shm) and gloo's (PyTorch, gloo_allreduce.py) on the same links, with
 # algbw, busbw = algbw*2(n-1)/n, the link rate (the bound busbw cannot pass), busbw/link, the
 # rate iperf3 reaches on the link (one TCP stream; and a stream each way at once, as a ring
-# sends while it receives), and godist/gloo. The link "none:0" is the
-# unshaped veth: what the CPUs allow, to tell a CPU-bound figure from a link-bound one.
+# sends while it receives), and godist/gloo. The link "none:0" is the unshaped veth: what the
+# CPUs allow, to tell a CPU-bound figure from a link-bound one.
 # Goals (issue 35): busbw >= 0.9 of the link at 64 MiB on 1 Gbit/s; godist >= gloo on every link.
 #
 #   LINKS="1gbit:0.2ms 10gbit:0.2ms none:0"  RATE:DELAY pairs (1gbit:2ms, 10gbit:2ms, ...)
 #   HOSTS="2 4"  SIZES=1,16,64 (MiB)  ITERS=5  WARMUP=2  GLOO=1 (0: godist only)
 #   ROUNDS=1     godist then gloo, ROUNDS times; the summary takes the median over rounds
+# The defaults take about 2 minutes on 2 vCPUs (bench/RESULTS.md, hosts, ran ROUNDS=3).
 #
 # Needs root, iproute2 (ip, tc) and a kernel that allows network namespaces; prints why and
 # exits 0 without figures otherwise. A delay needs the kernel's netem qdisc: without it the
