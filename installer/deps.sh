@@ -2,7 +2,8 @@
 # Installs the Debian packages godist needs on a fresh machine: Jupyter (client, nbconvert,
 # nbclient, console, notebook, the kernel conformance suite, ipykernel as the kernel
 # benchmark's peer), OpenBLAS, Slurm and munge for the cluster tests, iproute2 for
-# network-namespace tests, PyTorch for the peer benchmarks, and the full Fashion-MNIST
+# network-namespace tests and bench/hosts' links, iperf3 to check those links' rates, PyTorch
+# for the peer benchmarks, and the full Fashion-MNIST
 # (dataset-fashion-mnist: the IDX files in /usr/share/datasets/fashion-mnist, where
 # datasets.LoadFashionMNIST looks by default), the Notebook 6 widget front end (ipywidgets 6:
 # progress bars and the cluster panel), Chromium for the browser test, and matplotlib for
@@ -19,7 +20,7 @@ if ! command -v apt-get >/dev/null 2>&1 || ! command -v dpkg-query >/dev/null 2>
   exit 0
 fi
 pkgs=(jupyter-client jupyter-nbconvert python3-nbclient jupyter-console jupyter-notebook
-      python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 python3-torch
+      python3-jupyter-kernel-test python3-ipykernel libopenblas-dev slurm-wlm munge iproute2 iperf3 python3-torch
       dataset-fashion-mnist python3-ipywidgets python3-widgetsnbextension
       jupyter-nbextension-jupyter-js-widgets chromium python3-matplotlib qemu-user)
 missing=()
