@@ -249,10 +249,21 @@ func (g *GRPC) dialHandshake(ctx context.Context, c net.Conn, to int) error {
 func tuneConn(c net.Conn) {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
-		_ = tc.SetReadBuffer(dataBufferSize)
-		_ = tc.SetWriteBuffer(dataBufferSize)
+		if fixBuffers(socketBufferMax("rmem_max")) {
+			_ = tc.SetReadBuffer(dataBufferSize)
+		}
+		if fixBuffers(socketBufferMax("wmem_max")) {
+			_ = tc.SetWriteBuffer(dataBufferSize)
+		}
 	}
 }
+
+// fixBuffers reports whether a data connection's socket buffer is set to dataBufferSize,
+// given the system's cap on a set size (max, -1: unknown). Setting a size turns off the
+// kernel's buffer autotuning, which grows the buffers to the link's bandwidth-delay
+// product; where the cap is below dataBufferSize (Linux's default cap is about 208 KiB)
+// a set size would be clamped to it and lock the buffer small, so autotuning is kept.
+func fixBuffers(max int) bool { return max < 0 || max >= dataBufferSize }
 
 // sendData writes one message on l's data connection with a single writev, the payload
 // straight from b. A send that ctx ends midway leaves the stream cut, so the link is closed.
