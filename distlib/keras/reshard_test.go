@@ -471,3 +471,32 @@ func TestCheckpointPSNoOptimizerState(t *testing.T) {
 		t.Errorf("output %q: want a WARNING naming the file and that it holds no optimizer state", l)
 	}
 }
+
+// TestBackupAndRestoreReshardsPS: a Fit on 2 ps tasks stopped after its first epoch
+// resumes on 3 ps tasks with the backup's weights and the optimizer's slots and step
+// counts on the new ps shards, bit for bit.
+func TestBackupAndRestoreReshardsPS(t *testing.T) {
+	dir := t.TempDir()
+	build := func(s *distribute.ParameterServerStrategy) *Model {
+		var m *Model
+		s.Scope(func() {
+			SetRandomSeed(11)
+			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
+			m.Compile(Adam(0.01), MeanSquaredError())
+		})
+		quiet(m)
+		return m
+	}
+	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
+	ds := func() *data.Dataset { return data.FromTensorSlices(x, y).Batch(8, false) }
+	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
+	build(s).Fit(ds(), Epochs(3), Verbose(0), Callbacks(BackupAndRestore(dir), &stopAfter{epoch: 0}))
+	s2, _ := psStrategy(t, 3, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(3)))
+	m := build(s2)
+	bk := BackupAndRestore(dir)
+	check := &stateCheck{t: t, path: bk.Path()}
+	m.Fit(ds(), Epochs(3), Verbose(0), Callbacks(bk, check))
+	if bk.RestoredEpoch() != 0 || !equalInts(check.epochs, []int{1, 2}) {
+		t.Errorf("resumed after epoch index %d and ran epochs %v, want 0 and [1 2]", bk.RestoredEpoch(), check.epochs)
+	}
+}
