@@ -327,6 +327,26 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 			partSlots[i] = append(partSlots[i], parts)
 		}
 	}
+	// Where the optimizer does not keep its state itself (the parameter servers), the
+	// store puts each variable's global state there.
+	global := make([]*slotState, len(slots))
+	for i := range slots {
+		if len(slots[i]) == 0 && st.Variables[i].T == 0 {
+			continue
+		}
+		ss := &slotState{t: st.Variables[i].T, slots: make([][]float32, o.nslots)}
+		for k := range ss.slots {
+			if k < len(slots[i]) {
+				ss.slots[k] = slots[i][k]
+			} else {
+				ss.slots[k] = make([]float32, prodInts(st.Variables[i].Shape))
+			}
+		}
+		global[i] = ss
+	}
+	if err := m.store.restoreSlots(m, path, st.Iterations > 0 || st.Step > 0, global); err != nil {
+		return err
+	}
 	o.mu.Lock()
 	o.iterations, o.lr = st.Iterations, st.LR
 	for d, copyVars := range m.vars {

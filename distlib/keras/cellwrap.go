@@ -1,6 +1,8 @@
 package keras
 
 import (
+	"context"
+
 	"godist/distlib/cell"
 	"godist/distlib/tensor"
 )
@@ -14,6 +16,10 @@ import (
 
 // psRead is psReadContext under the running cell's context.
 func (m *Model) psRead(st *psModel) []*tensor.Tensor { return m.psReadContext(cell.Context(), st) }
+
+// psContext is the running cell's context, for the parameter-server store's reads and
+// writes of the optimizer state (a checkpoint's save and restore, context-free).
+func psContext() context.Context { return cell.Context() }
 
 // build is buildContext under the running cell's context: the model's context-free
 // builds (Sequential with an input shape, Build, Call, loading weights).

@@ -34,8 +34,8 @@ const checkpointExt = ".gdck"
 // it restores under another number of replicas or workers, or another device-mesh layout;
 // another optimizer's state or a variable of another shape is refused. Under a
 // ParameterServerStrategy the variables are read from the parameter servers and written
-// back to them by Restore, however many ps tasks hold them then; the optimizer's slots
-// live on the parameter servers and are not in the file.
+// back to them by Restore, however many ps tasks hold them then; so are the optimizer's
+// slots and step count, which the parameter servers keep beside the variables.
 type Checkpoint struct {
 	model     *Model
 	optimizer *Optimizer

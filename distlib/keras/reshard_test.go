@@ -1,6 +1,7 @@
 package keras
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -297,8 +298,8 @@ func TestReshardRestoreErrors(t *testing.T) {
 
 // TestCheckpointReshardsPS: a keras Checkpoint of a model whose variables live on 2 ps
 // tasks (2 shards each) restores into one on 1 or 3 ps tasks: the values on the new ps
-// tasks are the saved ones bit for bit (the file holds global values; the optimizer's
-// slots live on the ps and are not in it).
+// tasks are the saved ones bit for bit (the file holds global values, and the optimizer's
+// slots read from the ps: TestCheckpointReshardsPSOptimizerState).
 func TestCheckpointReshardsPS(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ckpt-1")
 	build := func(s *distribute.ParameterServerStrategy) *Model {
@@ -346,5 +347,156 @@ func TestCheckpointReshardsPS(t *testing.T) {
 		if m2.optimizer.Iterations() != m.optimizer.Iterations() {
 			t.Errorf("%d ps: optimizer iterations %d, saved %d", nps, m2.optimizer.Iterations(), m.optimizer.Iterations())
 		}
+	}
+}
+
+// TestCheckpointReshardsPSOptimizerState: a keras Checkpoint of a model trained with Adam
+// on 2 ps tasks holds the slots and step counts the ps kept; restored on 1 or 3 ps tasks
+// they are on the new shards bit for bit, and the next step there gives the weights the
+// original cluster's next step gives, bit for bit.
+func TestCheckpointReshardsPSOptimizerState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckpt-1")
+	build := func(s *distribute.ParameterServerStrategy) *Model {
+		var m *Model
+		s.Scope(func() {
+			SetRandomSeed(11)
+			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
+			m.Compile(Adam(0.01), MeanSquaredError())
+		})
+		quiet(m)
+		return m
+	}
+	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
+	next := func() *data.Dataset { return data.FromTensorSlices(x, y).Take(8).Batch(8, false) }
+	ctx := context.Background()
+	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
+	m := build(s)
+	m.Fit(data.FromTensorSlices(x, y).Batch(8, false), Epochs(1), Verbose(0))
+	if err := NewCheckpoint(m, m.optimizer).Write(path); err != nil {
+		t.Fatal(err)
+	}
+	saved := make([]*distribute.OptimizerState, len(s.Variables()))
+	for i, v := range s.Variables() {
+		st, err := v.OptimizerState(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(st.Slots) != 2 || st.Steps[0].T != 3 {
+			t.Fatalf("%s after 3 Adam steps on the ps: %d slots, t %d; want 2 and 3", v.Name(), len(st.Slots), st.Steps[0].T)
+		}
+		saved[i] = st
+	}
+	bk, err := readBackup(path + checkpointExt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range bk.Variables {
+		if spec.T != 3 || spec.Slots != 2 {
+			t.Errorf("the checkpoint holds t %d and %d slots for %s, want 3 and 2", spec.T, spec.Slots, spec.Name)
+		}
+	}
+	m.Fit(next(), Epochs(1), Verbose(0)) // the original continues one step
+	want := make([][]float32, len(s.Variables()))
+	for i, v := range s.Variables() {
+		want[i] = v.Value().Data()
+	}
+	for _, nps := range []int{1, 3} {
+		s2, _ := psStrategy(t, nps, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(nps)))
+		m2 := build(s2)
+		if err := NewCheckpoint(m2, m2.optimizer).Restore(path); err != nil {
+			t.Fatalf("%d ps: %v", nps, err)
+		}
+		for i, v := range s2.Variables() {
+			st, err := v.OptimizerState(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sh := range st.Steps {
+				if sh.T != 3 {
+					t.Errorf("%d ps: %s's shard at row %d restored at t %d, want 3", nps, v.Name(), sh.Offset, sh.T)
+				}
+			}
+			if len(st.Slots) != len(saved[i].Slots) {
+				t.Fatalf("%d ps: %s restored with %d slots, want %d", nps, v.Name(), len(st.Slots), len(saved[i].Slots))
+			}
+			for k := range st.Slots {
+				if err := sameBits(fmt.Sprintf("%d ps: %s slot %d", nps, v.Name(), k), st.Slots[k], saved[i].Slots[k]); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		m2.Fit(next(), Epochs(1), Verbose(0))
+		for i, v := range s2.Variables() {
+			if err := sameBits(fmt.Sprintf("%d ps: %s after the next step", nps, v.Name()), v.Value().Data(), want[i]); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+}
+
+// TestCheckpointPSNoOptimizerState: a checkpoint of a ps model whose variables carry no
+// optimizer state although the model had trained (one written before the ps state was
+// saved) restores the weights with a WARNING that the optimizer state starts afresh.
+func TestCheckpointPSNoOptimizerState(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "ckpt-1")
+	build := func(s *distribute.ParameterServerStrategy) *Model {
+		var m *Model
+		s.Scope(func() {
+			SetRandomSeed(11)
+			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
+			m.Compile(Adam(0.01), MeanSquaredError())
+		})
+		return m
+	}
+	x, y := tensor.RandomNormal([]int{16, 4}, 0, 1, 3), tensor.RandomNormal([]int{16, 2}, 0, 1, 4)
+	s, _ := psStrategy(t, 1, 1)
+	m := build(s)
+	quiet(m)
+	m.Fit(data.FromTensorSlices(x, y).Batch(8, false), Epochs(1), Verbose(0))
+	for _, v := range s.Variables() {
+		if err := v.SetOptimizerState(context.Background(), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := NewCheckpoint(m, m.optimizer).Write(path); err != nil {
+		t.Fatal(err)
+	}
+	s2, _ := psStrategy(t, 2, 1)
+	m2 := build(s2)
+	out := quiet(m2)
+	if err := NewCheckpoint(m2, m2.optimizer).Restore(path); err != nil {
+		t.Fatal(err)
+	}
+	if l := out.String(); !strings.Contains(l, "WARNING") || !strings.Contains(l, "no optimizer state") || !strings.Contains(l, path) {
+		t.Errorf("output %q: want a WARNING naming the file and that it holds no optimizer state", l)
+	}
+}
+
+// TestBackupAndRestoreReshardsPS: a Fit on 2 ps tasks stopped after its first epoch
+// resumes on 3 ps tasks with the backup's weights and the optimizer's slots and step
+// counts on the new ps shards, bit for bit.
+func TestBackupAndRestoreReshardsPS(t *testing.T) {
+	dir := t.TempDir()
+	build := func(s *distribute.ParameterServerStrategy) *Model {
+		var m *Model
+		s.Scope(func() {
+			SetRandomSeed(11)
+			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
+			m.Compile(Adam(0.01), MeanSquaredError())
+		})
+		quiet(m)
+		return m
+	}
+	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
+	ds := func() *data.Dataset { return data.FromTensorSlices(x, y).Batch(8, false) }
+	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
+	build(s).Fit(ds(), Epochs(3), Verbose(0), Callbacks(BackupAndRestore(dir), &stopAfter{epoch: 0}))
+	s2, _ := psStrategy(t, 3, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(3)))
+	m := build(s2)
+	bk := BackupAndRestore(dir)
+	check := &stateCheck{t: t, path: bk.Path()}
+	m.Fit(ds(), Epochs(3), Verbose(0), Callbacks(bk, check))
+	if bk.RestoredEpoch() != 0 || !equalInts(check.epochs, []int{1, 2}) {
+		t.Errorf("resumed after epoch index %d and ran epochs %v, want 0 and [1 2]", bk.RestoredEpoch(), check.epochs)
 	}
 }

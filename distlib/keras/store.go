@@ -54,6 +54,11 @@ type varStore interface {
 	// slotParts returns, for parameter i's optimizer slot of global value g, the part each
 	// variable copy keeps (parts[c]); copies may share memory.
 	slotParts(i int, g []float32) (parts [][]float32, err error)
+	// restoreSlots puts the restored optimizer states (states[i]: parameter i's, global
+	// slots; nil: none) where the variables live, when the optimizer does not keep them
+	// itself (the parameter servers); trained says the saved model had trained (its step
+	// or its optimizer's iterations past 0).
+	restoreSlots(m *Model, path string, trained bool, states []*slotState) error
 }
 
 // newStore creates the variables of a model being built: params with their initial
@@ -151,6 +156,8 @@ func (mirroredStore) slotState(_ *Model, o *Optimizer, _ int, v *tensor.Variable
 
 func (mirroredStore) slotParts(_ int, g []float32) ([][]float32, error) { return nil, nil }
 
+func (mirroredStore) restoreSlots(*Model, string, bool, []*slotState) error { return nil }
+
 // The parameter-server store is psModel (ps_fit.go): this process's copy stands for the
 // variables on the ps tasks; reads fetch their values, assignments write them there too.
 
@@ -182,11 +189,59 @@ func (st *psModel) assign(m *Model, data func(i int) []float32) {
 
 func (st *psModel) fixedTrainable() bool { return true }
 
+// slotState reads the optimizer state from the parameter servers, where the rule keeps
+// it beside the shards. The backup holds one step count per variable: shards at different
+// steps (advanced by sparse updates outside keras) are an error naming the variable.
 func (st *psModel) slotState(m *Model, o *Optimizer, i int, v *tensor.Variable) *slotState {
-	return o.slots[v]
+	ps, err := st.svars[i].OptimizerState(psContext())
+	if err != nil {
+		panic(fmt.Errorf("keras: optimizer state of %s: %w", v.Name(), err))
+	}
+	out := &slotState{slots: ps.Slots}
+	for k, sh := range ps.Steps {
+		if k > 0 && sh.T != out.t {
+			panic(fmt.Errorf("keras: optimizer state of %s: its shards on the parameter servers are at different steps (%d and %d), and a keras backup holds one per variable: "+
+				"save with the strategy's SaveCheckpoint, which records each shard's", v.Name(), out.t, sh.T))
+		}
+		out.t = sh.T
+	}
+	if out.t == 0 && len(out.slots) == 0 {
+		return nil
+	}
+	return out
 }
 
 func (st *psModel) slotParts(int, []float32) ([][]float32, error) { return nil, nil }
+
+// restoreSlots sets each variable's optimizer state on the parameter servers, split among
+// the shards as they are laid out now. A backup whose variables carry no state although
+// the model had trained (written before the ps state was saved) restores the weights
+// only, with a WARNING.
+func (st *psModel) restoreSlots(m *Model, path string, trained bool, states []*slotState) error {
+	none := true
+	for _, ss := range states {
+		none = none && ss == nil
+	}
+	if none && trained {
+		fmt.Fprintf(m.out(), "WARNING: %s holds no optimizer state (it predates saving the parameter servers' slots): the weights are restored, "+
+			"the optimizer's slots and step counts on the parameter servers start afresh, so training does not resume as it would have\n", path)
+	}
+	ctx := psContext()
+	for i, sv := range st.svars {
+		var ps *distribute.OptimizerState
+		if ss := states[i]; ss != nil {
+			rows := 1
+			if sh := sv.Shape(); len(sh) > 0 {
+				rows = sh[0]
+			}
+			ps = &distribute.OptimizerState{Slots: ss.slots, Steps: []distribute.ShardSteps{{Offset: 0, Rows: rows, T: ss.t}}}
+		}
+		if err := sv.SetOptimizerState(ctx, ps); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrBackup, path, err)
+		}
+	}
+	return nil
+}
 
 // meshStore: every mesh device's part of each parameter, laid out by the engine
 // (mesh_hook.go).
@@ -250,6 +305,8 @@ func (s meshStore) slotState(m *Model, o *Optimizer, i int, v *tensor.Variable) 
 }
 
 func (s meshStore) slotParts(i int, g []float32) ([][]float32, error) { return s.e.Scatter(i, g) }
+
+func (meshStore) restoreSlots(*Model, string, bool, []*slotState) error { return nil }
 
 // newMeshStore lays the parameters out on the model's device mesh, every worker starting
 // from the chief's initial values; m.mu is held.

@@ -535,6 +535,8 @@ var psServiceDesc = grpc.ServiceDesc{
 		psMethod("Do", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.do(d) }),
 		psMethod("AttachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.attachShm(d) }),
 		psMethod("DetachShm", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.detachShm(d) }),
+		psMethod("ReadState", (*PSServer).readState),
+		psMethod("SetState", (*PSServer).setState),
 		psMethod("Forget", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.forget(d) }),
 		psMethod("List", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.list() }),
 		psMethod("Stats", func(s *PSServer, _ string, d *psDecoder) ([]byte, error) { return s.stats() }),
