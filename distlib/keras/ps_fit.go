@@ -547,6 +547,11 @@ func (e *psTrainer) epochEnd(ctx context.Context, steps int, prog *progress) (st
 			prog.step(min(done, steps), e.m.logsOf(total, ""))
 		}
 	}
+	// The ps applied one step per batch: the optimizer counts them, as Keras' iterations do.
+	o := e.m.optimizer
+	o.mu.Lock()
+	o.iterations += int64(min(done, steps))
+	o.mu.Unlock()
 	e.m.psPullContext(ctx, e.st) // the model's variables get the ps values before validation
 	return total, nil
 }

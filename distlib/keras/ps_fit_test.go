@@ -265,6 +265,9 @@ func TestPSFitBatchCallbacks(t *testing.T) {
 			if got := len(h.History["loss"]); got != tt.wantEpochs {
 				t.Errorf("History holds %d epochs, want %d", got, tt.wantEpochs)
 			}
+			if got, want := m.Optimizer().Iterations(), int64(tt.epochs*tt.steps); tt.stop < 0 && got != want {
+				t.Errorf("optimizer.Iterations() = %d after Fit, want %d (one per batch)", got, want)
+			}
 		})
 	}
 }
