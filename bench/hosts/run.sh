@@ -12,7 +12,10 @@
 #   LINKS="1gbit:0.2ms 10gbit:0.2ms none:0"  RATE:DELAY pairs (1gbit:2ms, 10gbit:2ms, ...)
 #   HOSTS="2 4"  SIZES=1,16,64 (MiB)  ITERS=5  WARMUP=2  GLOO=1 (0: godist only)
 #   ROUNDS=1     godist then gloo, ROUNDS times; the summary takes the median over rounds
-# The defaults take about 2 minutes on 2 vCPUs (bench/RESULTS.md, hosts, ran ROUNDS=3).
+#   FIT=1        then bench/hosts/fit.sh: MWMS Fit against DDP gloo on 2 and 4 hosts (0: not);
+#                FIT_LINKS, FIT_HOSTS, FIT_ROUNDS (default 2) are its LINKS, HOSTS, ROUNDS
+# The defaults take about 2 minutes on 2 vCPUs (bench/RESULTS.md, hosts, ran ROUNDS=3), and
+# fit.sh's about 2 more.
 #
 # Needs root, iproute2 (ip, tc) and a kernel that allows network namespaces; prints why and
 # exits 0 without figures otherwise. A delay needs the kernel's netem qdisc: without it the
@@ -28,6 +31,7 @@ ITERS=${ITERS:-5}
 ROUNDS=${ROUNDS:-1}
 WARMUP=${WARMUP:-2}
 GLOO=${GLOO:-1}
+FIT=${FIT:-1}
 export GDH_NAME=gdh-$$
 hosts=(bash "$here/hosts.sh")
 
@@ -179,3 +183,9 @@ if pairs:
     print(f"goal godist >= gloo on every shaped link: {'met' if w >= 1.0 else 'not met'} (lowest godist/gloo {w:.3f}x:"
           f" {worst[0]['rate']}, {worst[0]['n']} hosts, {worst[0]['size_MiB']:g} MiB)")
 PY
+
+if [ "$FIT" = 1 ]; then
+  "${hosts[@]}" down
+  echo "--- MWMS Fit between hosts (bench/hosts/fit.sh)"
+  LINKS=${FIT_LINKS:-} HOSTS=${FIT_HOSTS:-} ROUNDS=${FIT_ROUNDS:-2} bash "$here/fit.sh"
+fi
