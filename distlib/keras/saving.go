@@ -80,9 +80,9 @@ type classConfig struct {
 // TensorFlow 2's model.save("dir") (a SavedModel directory) and ".h5" files are not
 // written: Save says what to write instead. Under a multi-worker strategy every worker
 // calls Save and the chief alone writes. Under a ParameterServerStrategy the file holds the
-// variables' values read from the parameter servers, and the optimizer's state stays there
-// (as for Checkpoint): the loaded model's optimizer starts afresh. The file is written to a temporary name and
-// renamed; missing parent directories are made.
+// variables' values and the optimizer's state read from the parameter servers (as for
+// Checkpoint). The file is written to a temporary name and renamed; missing parent
+// directories are made.
 func (m *Model) Save(path string) (err error) {
 	defer recoverErr("Save", &err)
 	if err := checkModelPath(path); err != nil {

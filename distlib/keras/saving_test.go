@@ -282,7 +282,8 @@ func TestLoadModelErrors(t *testing.T) {
 
 // TestSaveLoadModelFromPS: a model trained under ParameterServerStrategy saves the values
 // its variables have on the parameter servers; loaded outside the cluster it evaluates the
-// same, and its optimizer starts afresh (the state lives on the ps, as for Checkpoint).
+// same, and its optimizer resumes where the ps left it (the iterations and slots read from
+// the ps, as for Checkpoint).
 func TestSaveLoadModelFromPS(t *testing.T) {
 	train, test := mnistSmall(t)
 	s, _ := psStrategy(t, 1, 2)
@@ -305,7 +306,7 @@ func TestSaveLoadModelFromPS(t *testing.T) {
 	if want["accuracy"] < 0.8 {
 		t.Errorf("trained accuracy %.4f: the model did not train", want["accuracy"])
 	}
-	if it := got.Optimizer().Iterations(); it != 0 {
-		t.Errorf("loaded optimizer at iteration %d, want a fresh one (0)", it)
+	if it, want := got.Optimizer().Iterations(), m.Optimizer().Iterations(); it != want || want == 0 {
+		t.Errorf("loaded optimizer at iteration %d, the trained one at %d; want the same, not 0", it, want)
 	}
 }
