@@ -8,6 +8,8 @@ import (
 	"log"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -16,9 +18,31 @@ import (
 
 // wordExec is a small real Executor for the kernel's tests: each line of a cell is a
 // command ("print:TEXT", "eprint:TEXT", "value:X", "fail:MSG", "panic", "sleep", "wait:MS",
-// "input:PROMPT", "display:ID", "update:ID", "clear"), completion offers Go-like names,
+// "block:NAME" (until the test calls release(NAME)), "input:PROMPT", "display:ID",
+// "update:ID", "clear"), completion offers Go-like names,
 // and braces decide completeness.
 type wordExec struct{ closed bool }
+
+var (
+	gatesMu sync.Mutex
+	gates   = map[string]chan struct{}{}
+	gateSeq atomic.Int64
+)
+
+// newGate returns a fresh gate name for a "block:NAME" cell.
+func newGate() string { return fmt.Sprintf("gate-%d", gateSeq.Add(1)) }
+
+// gate returns the channel a "block:NAME" cell waits on; release(NAME) closes it.
+func gate(name string) chan struct{} {
+	gatesMu.Lock()
+	defer gatesMu.Unlock()
+	if gates[name] == nil {
+		gates[name] = make(chan struct{})
+	}
+	return gates[name]
+}
+
+func release(name string) { close(gate(name)) }
 
 func (e *wordExec) Execute(ctx context.Context, code string, out Output) (*Result, error) {
 	var res *Result
@@ -46,6 +70,14 @@ func (e *wordExec) Execute(ctx context.Context, code string, out Output) (*Resul
 			case <-time.After(time.Duration(ms) * time.Millisecond):
 			case <-ctx.Done():
 				return nil, ctx.Err()
+			}
+		case "block": // until the test calls release(arg)
+			select {
+			case <-gate(arg):
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Minute):
+				return nil, fmt.Errorf("block:%s was never released", arg)
 			}
 		case "input":
 			v, err := out.Input(arg, false)
