@@ -219,6 +219,15 @@ type backupState struct {
 	body []byte
 }
 
+// floats returns the n float32 values of the body at byte offset off.
+func (st *backupState) floats(off, n int) []float32 {
+	d := make([]float32, n)
+	for j := range d {
+		d[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
+	}
+	return d
+}
+
 // readBackup reads and verifies a backup file; a missing file gives an fs.ErrNotExist error.
 func readBackup(path string) (*backupState, error) {
 	raw, err := os.ReadFile(path)
@@ -287,10 +296,7 @@ func (m *Model) restoreState(o *Optimizer, path string, st *backupState) error {
 	slots := make([][][]float32, len(vs))
 	off := 0
 	get := func(n int) []float32 {
-		d := make([]float32, n)
-		for j := range d {
-			d[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
-		}
+		d := st.floats(off, n)
 		off += 4 * n
 		return d
 	}
@@ -424,11 +430,7 @@ func (st *backupState) extraValues() map[string][]float32 {
 		if off+4*n > len(st.body) {
 			break
 		}
-		d := make([]float32, n)
-		for j := range d {
-			d[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
-		}
-		out[spec.Name] = d
+		out[spec.Name] = st.floats(off, n)
 		off += 4 * n
 	}
 	return out

@@ -1,7 +1,6 @@
 package keras
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"path/filepath"
@@ -33,10 +32,7 @@ func stateMatches(st *backupState, m *Model) error {
 	}
 	off := 0
 	get := func(n int) []float32 {
-		d := make([]float32, n)
-		for j := range d {
-			d[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
-		}
+		d := st.floats(off, n)
 		off += 4 * n
 		return d
 	}

@@ -2,10 +2,8 @@ package keras
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -296,22 +294,26 @@ func TestReshardRestoreErrors(t *testing.T) {
 	})
 }
 
+// psReshardModel is the small Adam model the ps resharding tests save and restore, made in
+// s's scope with the same seed each time.
+func psReshardModel(s *distribute.ParameterServerStrategy) *Model {
+	var m *Model
+	s.Scope(func() {
+		SetRandomSeed(11)
+		m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
+		m.Compile(Adam(0.01), MeanSquaredError())
+	})
+	quiet(m)
+	return m
+}
+
 // TestCheckpointReshardsPS: a keras Checkpoint of a model whose variables live on 2 ps
 // tasks (2 shards each) restores into one on 1 or 3 ps tasks: the values on the new ps
 // tasks are the saved ones bit for bit (the file holds global values, and the optimizer's
 // slots read from the ps: TestCheckpointReshardsPSOptimizerState).
 func TestCheckpointReshardsPS(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ckpt-1")
-	build := func(s *distribute.ParameterServerStrategy) *Model {
-		var m *Model
-		s.Scope(func() {
-			SetRandomSeed(11)
-			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
-			m.Compile(Adam(0.01), MeanSquaredError())
-		})
-		quiet(m)
-		return m
-	}
+	build := psReshardModel
 	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
 	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
 	m := build(s)
@@ -332,10 +334,7 @@ func TestCheckpointReshardsPS(t *testing.T) {
 		off := 0
 		for i, v := range s2.Variables() {
 			n := prodInts(st.Variables[i].Shape)
-			want := make([]float32, n)
-			for j := range want {
-				want[j] = math.Float32frombits(binary.LittleEndian.Uint32(st.body[off+4*j:]))
-			}
+			want := st.floats(off, n)
 			off += 4 * n * (1 + st.Variables[i].Slots)
 			if err := sameBits(fmt.Sprintf("%d ps: %s on the ps", nps, v.Name()), v.Value().Data(), want); err != nil {
 				t.Error(err)
@@ -356,16 +355,7 @@ func TestCheckpointReshardsPS(t *testing.T) {
 // original cluster's next step gives, bit for bit.
 func TestCheckpointReshardsPSOptimizerState(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "ckpt-1")
-	build := func(s *distribute.ParameterServerStrategy) *Model {
-		var m *Model
-		s.Scope(func() {
-			SetRandomSeed(11)
-			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
-			m.Compile(Adam(0.01), MeanSquaredError())
-		})
-		quiet(m)
-		return m
-	}
+	build := psReshardModel
 	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
 	next := func() *data.Dataset { return data.FromTensorSlices(x, y).Take(8).Batch(8, false) }
 	ctx := context.Background()
@@ -477,16 +467,7 @@ func TestCheckpointPSNoOptimizerState(t *testing.T) {
 // counts on the new ps shards, bit for bit.
 func TestBackupAndRestoreReshardsPS(t *testing.T) {
 	dir := t.TempDir()
-	build := func(s *distribute.ParameterServerStrategy) *Model {
-		var m *Model
-		s.Scope(func() {
-			SetRandomSeed(11)
-			m = Sequential(layers.Input(4), layers.Dense(6, layers.ReLU), layers.Dense(2))
-			m.Compile(Adam(0.01), MeanSquaredError())
-		})
-		quiet(m)
-		return m
-	}
+	build := psReshardModel
 	x, y := tensor.RandomNormal([]int{24, 4}, 0, 1, 3), tensor.RandomNormal([]int{24, 2}, 0, 1, 4)
 	ds := func() *data.Dataset { return data.FromTensorSlices(x, y).Batch(8, false) }
 	s, _ := psStrategy(t, 2, 1, distribute.WithVariablePartitioner(distribute.NewFixedShardsPartitioner(2)))
