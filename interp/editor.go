@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"godist/internal/gosrc"
 )
 
 // This file is the editor's help that needs no execution: the syntax check of
@@ -214,7 +216,7 @@ func stdPackageDoc(path string) (*doc.Package, *token.FileSet) {
 	d.once.Do(func() {
 		dir := filepath.Join(build.Default.GOROOT, "src", filepath.FromSlash(path))
 		fset := token.NewFileSet()
-		pkgs, err := parseDirFiles(fset, dir)
+		pkgs, _, err := gosrc.ParseDir(fset, dir)
 		if err != nil && len(pkgs) == 0 {
 			return
 		}
@@ -307,31 +309,4 @@ func valueNames(v *doc.Value, name string) bool {
 		}
 	}
 	return false
-}
-
-// parseDirFiles parses the non-test Go files of dir with their comments, grouped by
-// package name (what parser.ParseDir gave); files that do not parse are left out and the
-// first error is returned.
-func parseDirFiles(fset *token.FileSet, dir string) (map[string][]*ast.File, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, err
-	}
-	pkgs := map[string][]*ast.File{}
-	var first error
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-		if err != nil {
-			if first == nil {
-				first = err
-			}
-			continue
-		}
-		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
-	}
-	return pkgs, first
 }

@@ -12,7 +12,6 @@ import (
 	"go/ast"
 	"go/doc"
 	"go/format"
-	"go/parser"
 	"go/printer"
 	"go/token"
 	"log"
@@ -23,6 +22,8 @@ import (
 	"strings"
 
 	"github.com/traefik/yaegi/extract"
+
+	"godist/internal/gosrc"
 )
 
 // packages lists the distlib packages exposed to cells, relative to godist/distlib.
@@ -117,25 +118,9 @@ func firstLine(s string) string {
 // entries: the declaration's signature followed by its doc comment.
 func collectDocs(importPath, dir string, docs map[string]string) error {
 	fset := token.NewFileSet()
-	entries, err := os.ReadDir(dir)
+	pkgs, names, err := gosrc.ParseDir(fset, dir)
 	if err != nil {
 		return err
-	}
-	pkgs := map[string][]*ast.File{} // the non-test files by package name
-	var names []string
-	for _, e := range entries {
-		name := e.Name()
-		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, filepath.Join(dir, name), nil, parser.ParseComments)
-		if err != nil {
-			return err
-		}
-		if pkgs[f.Name.Name] == nil {
-			names = append(names, f.Name.Name)
-		}
-		pkgs[f.Name.Name] = append(pkgs[f.Name.Name], f)
 	}
 	for _, pkgName := range names {
 		files := pkgs[pkgName]
