@@ -39,21 +39,10 @@ PIN=${PIN:-1}
 export GDH_NAME=gdhfit-$$
 hosts=(bash "$here/hosts.sh")
 
-if [ "$(id -u)" != 0 ]; then
-  echo "--- hosts fit: skipped (needs root for network namespaces and tc)"
+if ! why=$("${hosts[@]}" check 2>&1); then
+  echo "--- hosts fit: skipped (${why#hosts.sh: })"
   exit 0
 fi
-for c in ip tc; do
-  if ! command -v "$c" >/dev/null && [ ! -x "/usr/sbin/$c" ] && [ ! -x "/sbin/$c" ]; then
-    echo "--- hosts fit: skipped (missing $c: install Debian's iproute2)"
-    exit 0
-  fi
-done
-if ! ip netns add "$GDH_NAME-try" 2>/dev/null; then
-  echo "--- hosts fit: skipped (creating a network namespace is not permitted here)"
-  exit 0
-fi
-ip netns del "$GDH_NAME-try"
 
 tmp=$(mktemp -d)
 trap '"${hosts[@]}" down; rm -rf "$tmp"' EXIT
@@ -96,6 +85,18 @@ run_ranks() {
 }
 
 results=$tmp/results.jsonl
+
+# record IMPL PREFIX: shows rank 0's JSON lines of $tmp/IMPL.out and appends them to
+# $results with the implementation and the link ($rate, $delay, $applied, $n).
+record() {
+  grep '^{' "$tmp/$1.out" | sed "s/^/$2/"
+  grep '^{' "$tmp/$1.out" | /usr/bin/python3 -c '
+import json, sys
+for l in sys.stdin:
+    print(json.dumps({"impl": sys.argv[1], "rate": sys.argv[2], "delay": sys.argv[3], "applied": sys.argv[4], "n": int(sys.argv[5]), **json.loads(l)}))
+' "$1" "$rate" "$delay" "$applied" "$n" >>"$results"
+}
+
 port=29700
 for link in $LINKS; do
   rate=${link%%:*} delay=${link#*:}
@@ -113,12 +114,7 @@ for link in $LINKS; do
         GODIST_SHARED_MEMORY=0 GOMAXPROCS=1 GODIST_KERNEL_THREADS=1 OPENBLAS_NUM_THREADS=1 \
         sh -c 'export TF_CONFIG="{\"cluster\":{\"worker\":$CLUSTER},\"task\":{\"type\":\"worker\",\"index\":$RANK}}"; exec "$@"' sh \
         "$tmp/mw" -workers "$n" -windows "$WINDOWS" -steps "$STEPS" -warmup 1; then
-        grep '^{' "$tmp/godist.out" | sed 's/^/godist: /'
-        grep '^{' "$tmp/godist.out" | /usr/bin/python3 -c '
-import json, sys
-for l in sys.stdin:
-    print(json.dumps({"impl": "godist", "rate": sys.argv[1], "delay": sys.argv[2], "applied": sys.argv[3], "n": int(sys.argv[4]), **json.loads(l)}))
-' "$rate" "$delay" "$applied" "$n" >>"$results"
+        record godist "godist: "
       else
         echo "godist: failed on this link; no godist figures for this round" >&2
       fi
@@ -127,12 +123,7 @@ for l in sys.stdin:
         if run_ranks "$n" ddp sh -c 'exec /usr/bin/python3 "$0" --rank "$RANK" "$@"' \
           "$here/ddp_fit.py" --world "$n" --master "$master" --peers "$peers" \
           --windows "$WINDOWS" --steps "$STEPS" --warmup "$STEPS"; then
-          grep '^{' "$tmp/ddp.out" | sed 's/^/DDP:    /'
-          grep '^{' "$tmp/ddp.out" | /usr/bin/python3 -c '
-import json, sys
-for l in sys.stdin:
-    print(json.dumps({"impl": "ddp", "rate": sys.argv[1], "delay": sys.argv[2], "applied": sys.argv[3], "n": int(sys.argv[4]), **json.loads(l)}))
-' "$rate" "$delay" "$applied" "$n" >>"$results"
+          record ddp "DDP:    "
         else
           echo "DDP: failed on this link; no DDP figures for this round" >&2
         fi

@@ -9,6 +9,8 @@
 #                               unshaped veths; DELAY is the one-way latency between two hosts
 #                               (0.2ms, 2ms)
 #   hosts.sh down               removes them (kills what runs inside); does nothing when absent
+#   hosts.sh check              exits 0 where hosts can be made here, else prints why and
+#                               exits 3 (the benches skip with that reason)
 #   hosts.sh exec HOST CMD...   runs CMD on host HOST (0-based)
 #   hosts.sh addr HOST          prints host HOST's address
 #   hosts.sh link               prints the shaping in force: rate=... delay=... netem=yes|no
@@ -146,6 +148,14 @@ case "$cmd" in
   down)
     need ip
     down
+    ;;
+  check)
+    need ip tc
+    if ! ip netns add "$name-try" 2>/dev/null; then
+      echo "hosts.sh: creating a network namespace is not permitted here" >&2
+      exit 3
+    fi
+    ip netns del "$name-try"
     ;;
   exec)
     [ $# -ge 2 ] || { echo "usage: hosts.sh exec HOST CMD..." >&2; exit 2; }

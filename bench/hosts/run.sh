@@ -35,21 +35,10 @@ FIT=${FIT:-1}
 export GDH_NAME=gdh-$$
 hosts=(bash "$here/hosts.sh")
 
-if [ "$(id -u)" != 0 ]; then
-  echo "--- hosts: skipped (needs root for network namespaces and tc)"
+if ! why=$("${hosts[@]}" check 2>&1); then
+  echo "--- hosts: skipped (${why#hosts.sh: })"
   exit 0
 fi
-for c in ip tc; do
-  if ! command -v "$c" >/dev/null && [ ! -x "/usr/sbin/$c" ] && [ ! -x "/sbin/$c" ]; then
-    echo "--- hosts: skipped (missing $c: install Debian's iproute2)"
-    exit 0
-  fi
-done
-if ! ip netns add "$GDH_NAME-try" 2>/dev/null; then
-  echo "--- hosts: skipped (creating a network namespace is not permitted here)"
-  exit 0
-fi
-ip netns del "$GDH_NAME-try"
 
 tmp=$(mktemp -d)
 trap '"${hosts[@]}" down; rm -rf "$tmp"' EXIT
