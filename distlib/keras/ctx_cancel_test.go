@@ -12,7 +12,6 @@ import (
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
-	"godist/distlib/transport"
 )
 
 // cancelAfterFirstBatch returns a callback that cancels ctx when the first batch of the Fit
@@ -82,61 +81,33 @@ func TestPSFitProgramCtxCancel(t *testing.T) {
 // all-reduce, the gradient buckets).
 func TestMultiWorkerFitProgramCtxCancel(t *testing.T) {
 	splitCPU(t, 2)
-	mems := transport.NewMem(2)
-	defer func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	}()
 	x := tensor.RandomNormal([]int{64, 6, 6}, 0, 1, 5)
 	y := tensor.MustNew([]int{64}, make([]float32, 64))
 	ds := data.FromTensorSlices(x, y).Batch(8, false).Repeat(100).WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cb, cancelledAt := cancelAfterFirstBatch(cancel)
-	var wg sync.WaitGroup
 	hist := make([]*History, 2)
 	returned := make([]time.Time, 2)
 	outs := make([]bytes.Buffer, 2)
-	for w := range 2 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("worker %d panicked: %v", w, p)
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(30*time.Second))
-			var m *Model
-			inProcessScopes.Lock()
-			s.Scope(func() {
-				// No input shape: the model is built in Fit, where both workers broadcast
-				// the chief's values (not here, under inProcessScopes).
-				m = Sequential(layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(2))
-				m.Compile(SGD(0.1), SparseCategoricalCrossentropy(true))
-			})
-			inProcessScopes.Unlock()
-			m.stdout = &outs[w]
-			var cbs []Callback
-			if w == 0 {
-				cbs = append(cbs, cb)
-			}
-			hist[w] = m.FitContext(ctx, ds, Epochs(1000), Callbacks(cbs...), Verbose(2))
-			returned[w] = time.Now()
-		}()
-	}
-	done := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the workers did not return within 60s")
-	}
+	memWorkers(t, 2, 30*time.Second, func(w int, s *distribute.MultiWorkerMirroredStrategy) {
+		var m *Model
+		inProcessScopes.Lock()
+		s.Scope(func() {
+			// No input shape: the model is built in Fit, where both workers broadcast
+			// the chief's values (not here, under inProcessScopes).
+			m = Sequential(layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(2))
+			m.Compile(SGD(0.1), SparseCategoricalCrossentropy(true))
+		})
+		inProcessScopes.Unlock()
+		m.stdout = &outs[w]
+		var cbs []Callback
+		if w == 0 {
+			cbs = append(cbs, cb)
+		}
+		hist[w] = m.FitContext(ctx, ds, Epochs(1000), Callbacks(cbs...), Verbose(2))
+		returned[w] = time.Now()
+	})
 	for w := range 2 {
 		checkStopped(t, "worker "+string(rune('0'+w)), cancelledAt(), returned[w], hist[w], outs[w].String())
 	}

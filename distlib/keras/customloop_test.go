@@ -17,9 +17,6 @@ import (
 	"godist/internal/leakcheck"
 )
 
-// inProcessScopes serializes the strategy scopes of in-process workers.
-var inProcessScopes sync.Mutex
-
 // italianGuideLoop is the custom training loop of the course's Italian guide to
 // tf.distribute, translated line by line (no AllReduceList: ApplyGradients inside Run
 // aggregates the replicas' gradients as TensorFlow's apply_gradients does). It returns the
@@ -148,35 +145,11 @@ func TestCustomLoopApplyGradientsAcrossWorkers(t *testing.T) {
 	// The workers build their models at once, drawing from the package's one seed
 	// sequence in any order: the chief's initial weights (every worker starts from them)
 	// are the reference's too.
-	mems := transport.NewMem(2)
-	defer func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	}()
 	got := make([][]*tensor.Tensor, 2)
 	initial := make([][]*tensor.Tensor, 2)
-	done := make(chan struct{})
-	for w := 0; w < 2; w++ {
-		go func(w int) {
-			defer func() { done <- struct{}{} }()
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("worker %d panicked: %v", w, p)
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(20*time.Second))
-			got[w] = italianGuideLoop(t, s, ds, 8, 2, nil, &initial[w]).GetWeights()
-		}(w)
-	}
-	for w := 0; w < 2; w++ {
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the two workers did not finish in 60s")
-		}
-	}
+	memWorkers(t, 2, 20*time.Second, func(w int, s *distribute.MultiWorkerMirroredStrategy) {
+		got[w] = italianGuideLoop(t, s, ds, 8, 2, nil, &initial[w]).GetWeights()
+	})
 	if initial[0] == nil {
 		t.Fatal("the chief did not build its model")
 	}

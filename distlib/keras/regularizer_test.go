@@ -9,7 +9,6 @@ import (
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
-	"godist/distlib/transport"
 )
 
 // TestKernelRegularizerFit: one SGD step of Fit with an L2 kernel regularizer moves the
@@ -112,44 +111,20 @@ func TestKernelRegularizerAcrossWorkers(t *testing.T) {
 	ref.Fit(ds, Epochs(2), Verbose(0))
 	want := ref.GetWeights()
 
-	mems := transport.NewMem(2)
-	defer func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	}()
 	got := make([][]*tensor.Tensor, 2)
-	done := make(chan struct{}, 2)
-	for w := 0; w < 2; w++ {
-		go func(w int) {
-			defer func() { done <- struct{}{} }()
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("worker %d panicked: %v", w, p)
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices("/cpu:"+string(rune('0'+w))), distribute.WithCommunicationTimeout(20*time.Second))
-			m := build(s)
-			if err := m.Build(3); err != nil {
-				t.Error(err)
-				return
-			}
-			if err := m.SetWeights(init); err != nil {
-				t.Error(err)
-				return
-			}
-			m.Fit(ds, Epochs(2), Verbose(0))
-			got[w] = m.GetWeights()
-		}(w)
-	}
-	for w := 0; w < 2; w++ {
-		select {
-		case <-done:
-		case <-time.After(60 * time.Second):
-			t.Fatal("the workers did not finish in 60s")
+	memWorkers(t, 2, 20*time.Second, func(w int, s *distribute.MultiWorkerMirroredStrategy) {
+		m := build(s)
+		if err := m.Build(3); err != nil {
+			t.Error(err)
+			return
 		}
-	}
+		if err := m.SetWeights(init); err != nil {
+			t.Error(err)
+			return
+		}
+		m.Fit(ds, Epochs(2), Verbose(0))
+		got[w] = m.GetWeights()
+	})
 	for w := range got {
 		for i := range want {
 			if got[w] == nil {

@@ -14,7 +14,6 @@ import (
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
-	"godist/distlib/transport"
 )
 
 // reshardLayout is how a job runs: workers > 0 in-process MultiWorkerMirrored workers (one
@@ -46,37 +45,12 @@ func (l reshardLayout) run(t *testing.T, fn func(w int, s distribute.Strategy, m
 	}
 	var made sync.WaitGroup
 	made.Add(l.workers)
-	mems := transport.NewMem(l.workers)
-	defer func() {
-		for _, m := range mems {
-			m.Close()
-		}
-	}()
-	var wg sync.WaitGroup
-	for w := range l.workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() {
-				if p := recover(); p != nil {
-					t.Errorf("%v: worker %d panicked: %v", l, w, p)
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second))
-			m := reshardModel(s)
-			made.Done()
-			made.Wait()
-			fn(w, s, m)
-		}()
-	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("%v: the workers did not finish in 60s", l)
-	}
+	memWorkers(t, l.workers, 20*time.Second, func(w int, s *distribute.MultiWorkerMirroredStrategy) {
+		m := reshardModel(s)
+		made.Done()
+		made.Wait()
+		fn(w, s, m)
+	})
 }
 
 // reshardModel is mwModel's CNN compiled with Adam (two slots per variable) in s's scope.
