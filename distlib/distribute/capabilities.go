@@ -120,3 +120,23 @@ var (
 	_ GradientTermsApplier   = (*multiWorkerExtended)(nil)
 	_ PSExtended             = (*psExtended)(nil)
 )
+
+// ElasticWorkers is offered by the extended of a strategy whose workers may change during
+// training (MultiWorkerMirroredStrategy with WithElastic): keras Fit regroups the workers
+// when a step fails because one was lost, and retries the step.
+type ElasticWorkers interface {
+	// Regroupable reports whether err (a step's) says that a worker was lost or that the
+	// workers are regrouping: after Regroup the step can be retried.
+	Regroupable(err error) bool
+	// Regroup agrees with the other remaining workers on who goes on and on the number of
+	// steps they completed (done is this worker's), and re-forms the group over them;
+	// cause is the error that stopped this worker's step. On a worker that completed the
+	// most steps, state is called for what a worker one step behind needs (the variables
+	// and optimizer state after the last step); Regrouped.State brings it there. Every
+	// worker of the group must call it; a *TooFewWorkersError says fewer than the minimum
+	// remain.
+	Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (Regrouped, error)
+	// Barrier waits until every worker of the group reaches it (Fit's epochs end with
+	// one, so that no worker leaves while another regroups).
+	Barrier(ctx context.Context) error
+}

@@ -41,6 +41,8 @@ type PeerUnavailableError struct {
 	Op    string        // what this worker was doing: "allreduce", "broadcast", "barrier", "waiting for the cluster"
 	Wait  time.Duration // for a peer that did not answer: how long this worker waited
 	Err   error         // the cause, often a *collective.PeerError wrapping transport.ErrPeerLost
+
+	rank int // the task's rank in the strategy's transport
 }
 
 // Error names the task, what happened and what to do.
@@ -87,7 +89,15 @@ func (p peerTask) String() string {
 	return fmt.Sprintf("%s %d (%s)", p.task.Type, p.task.Index, p.addr)
 }
 
-// peer returns the task of rank r.
+// rankOf returns the transport's rank of worker index i of the current group.
+func (s *MultiWorkerMirroredStrategy) rankOf(i int) int {
+	if s.gen == nil || i < 0 || i >= len(s.gen.members) {
+		return i
+	}
+	return s.gen.members[i]
+}
+
+// peer returns the task of rank r of the strategy's transport.
 func (s *MultiWorkerMirroredStrategy) peer(r int) peerTask {
 	if r >= 0 && r < len(s.peers) {
 		return s.peers[r]
@@ -105,8 +115,9 @@ func (s *MultiWorkerMirroredStrategy) unavailable(op string, err error) error {
 	if !errors.Is(err, transport.ErrPeerLost) && !errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
-	p := s.peer(pe.Rank)
-	return &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: op, Wait: s.timeout, Err: err}
+	r := s.rankOf(pe.Rank)
+	p := s.peer(r)
+	return &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: op, Wait: s.timeout, Err: err, rank: r}
 }
 
 // join waits until every other worker has been up (collective.PeerWaiter; transports without it
@@ -115,7 +126,7 @@ func (s *MultiWorkerMirroredStrategy) unavailable(op string, err error) error {
 // ctx ended, or one that refused this worker.
 func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 	pg, ok := s.t.(collective.PeerWaiter)
-	if !ok || s.workers <= 1 {
+	if !ok || len(s.peers) <= 1 {
 		return nil
 	}
 	start := time.Now()
@@ -128,8 +139,8 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	for r := 0; r < s.workers; r++ {
-		if r == s.worker {
+	for r := range s.peers {
+		if r == s.rank {
 			continue
 		}
 		missing[r] = true
@@ -146,7 +157,7 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 			if failed == nil && ctx.Err() == nil {
 				if errors.Is(err, transport.ErrPeerLost) {
 					p := s.peer(r)
-					failed = &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: opJoin, Err: err}
+					failed = &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: opJoin, Err: err, rank: r}
 				} else {
 					failed = fmt.Errorf("%s: %w", s.peer(r), err)
 				}
@@ -171,14 +182,14 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 			}
 			if len(missing) == 0 {
 				if logged {
-					logf("INFO", "the cluster is complete: all %d workers connected (%v)", s.workers, time.Since(start).Round(time.Second))
+					logf("INFO", "the cluster is complete: all %d workers connected (%v)", len(s.peers), time.Since(start).Round(time.Second))
 				}
 				return nil
 			}
 			r := lowest(missing)
 			p := s.peer(r)
 			err := &PeerUnavailableError{Task: p.task.Type, Index: p.task.Index, Addr: p.addr, Op: opJoin,
-				Wait: time.Since(start).Round(time.Millisecond), Err: context.Cause(ctx)}
+				Wait: time.Since(start).Round(time.Millisecond), Err: context.Cause(ctx), rank: r}
 			if len(missing) > 1 {
 				err.Err = fmt.Errorf("%w (%s missing too)", err.Err, s.tasksOf(missing, r))
 			}

@@ -54,6 +54,7 @@ type multiOptions struct {
 	bindAll        bool
 	healthInterval time.Duration
 	healthTimeout  time.Duration
+	elastic        *[2]int // WithElastic's min and max
 }
 
 // WithClusterResolver sets where NewMultiWorkerMirroredStrategy learns the cluster (by
@@ -111,7 +112,9 @@ func (o *options) multi() *multiOptions {
 // cluster) it is a single worker over the local devices.
 type MultiWorkerMirroredStrategy struct {
 	base
-	t       collective.Transport
+	t       collective.Transport // between all the cluster's workers
+	g       collective.Transport // between the workers training together: t, or the generation's view (WithElastic)
+	rank    int                  // this worker's rank in t
 	closer  io.Closer
 	timeout time.Duration
 	comm    CommunicationImplementation
@@ -125,6 +128,17 @@ type MultiWorkerMirroredStrategy struct {
 
 	keptTurn chan struct{}  // held by the sumKept call in flight (its bucketers serve one call at a time)
 	kept     []keptBucketer // the least recently used first
+
+	el   *elasticConfig     // WithElastic; nil: a lost worker stops the job
+	gen  *generation        // the workers training together now (WithElastic; under turn)
+	life context.Context    // ends at Close
+	stop context.CancelFunc // ends life
+}
+
+// elasticConfig is WithElastic's.
+type elasticConfig struct {
+	min, max int
+	wait     time.Duration // how long a regroup waits for a worker's note or state
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:
@@ -153,6 +167,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	if s.timeout <= 0 {
 		s.timeout = 5 * time.Minute
 	}
+	s.life, s.stop = context.WithCancel(context.Background())
 	s.base = base{name: "MultiWorkerMirroredStrategy", devices: devs, mirror: true, varDevice: devs[0],
 		workers: 1, chief: true}
 	s.self, s.ext = s, &multiWorkerExtended{syncExtended{extended{&s.base}}, s}
@@ -167,7 +182,7 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	}
 	if mo.t != nil {
 		s.t = mo.t
-		s.worker, s.workers, s.chief = mo.t.Rank(), mo.t.Size(), mo.t.Rank() == 0
+		s.rank, s.worker, s.workers, s.chief = mo.t.Rank(), mo.t.Rank(), mo.t.Size(), mo.t.Rank() == 0
 		s.peers = make([]peerTask, s.workers)
 		for r := range s.peers {
 			s.peers[r] = peerTask{task: cluster.Task{Type: cluster.Worker, Index: r}}
@@ -179,10 +194,47 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 			return nil, err
 		}
 	}
+	s.g = s.t
 	if s.workers > 1 {
 		s.remote = s
 	}
+	if err := s.makeElastic(mo, devs); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// makeElastic sets up WithElastic: the first generation holds every worker of the cluster.
+func (s *MultiWorkerMirroredStrategy) makeElastic(mo *multiOptions, devs []string) error {
+	if mo.elastic == nil {
+		return nil
+	}
+	lo, hi := mo.elastic[0], mo.elastic[1]
+	switch {
+	case lo < 1:
+		return fmt.Errorf("%w: WithElastic(%d, %d): min must be at least 1", ErrCluster, lo, hi)
+	case hi != 0 && hi < lo:
+		return fmt.Errorf("%w: WithElastic(%d, %d): max must be 0 (the cluster's size) or at least min", ErrCluster, lo, hi)
+	case s.workers < lo:
+		return fmt.Errorf("%w: WithElastic(%d, %d): the cluster has %d workers, fewer than min", ErrCluster, lo, hi, s.workers)
+	case hi != 0 && s.workers > hi:
+		return fmt.Errorf("%w: WithElastic(%d, %d): the cluster has %d workers, more than max", ErrCluster, lo, hi, s.workers)
+	}
+	wait := mo.healthTimeout
+	if wait <= 0 {
+		wait = DefaultHealthCheckTimeout
+	}
+	s.el = &elasticConfig{min: lo, max: hi, wait: min(wait, s.timeout)}
+	s.ext = &elasticExtended{*s.ext.(*multiWorkerExtended)}
+	if s.workers <= 1 {
+		return nil
+	}
+	all := make([]int, s.workers)
+	for i := range all {
+		all[i] = i
+	}
+	logf("INFO", "elastic training: the job goes on while at least %d of its %d workers remain", lo, s.workers)
+	return s.startGeneration(0, all)
 }
 
 // joinCluster reads the cluster and, when it has more than one worker, starts gRPC.
@@ -214,7 +266,7 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 	if rank < 0 {
 		return fmt.Errorf("%w: task %v is not in the cluster %v", ErrCluster, me, spec)
 	}
-	s.worker, s.workers = rank, len(tasks)
+	s.rank, s.worker, s.workers = rank, rank, len(tasks)
 	// The chief is the "chief" task, or worker 0 when the cluster has none (TensorFlow's rule).
 	s.chief = me.Type == cluster.Chief || (me.Type == cluster.Worker && me.Index == 0 && spec.NumTasks(cluster.Chief) == 0)
 	logf("INFO", "MultiWorkerMirroredStrategy with cluster_spec = %v, task_type = '%s', task_id = %d, num_workers = %d, local_devices = (%s), communication = %v",
@@ -262,6 +314,7 @@ func (s *MultiWorkerMirroredStrategy) joinCluster(mo *multiOptions) error {
 // Close releases the transport the strategy started (nothing for WithTransport or a single
 // worker). The strategy cannot reduce across workers afterwards.
 func (s *MultiWorkerMirroredStrategy) Close() error {
+	s.stop()
 	if s.closer == nil {
 		return nil
 	}
@@ -293,7 +346,12 @@ func (s *MultiWorkerMirroredStrategy) collective(ctx context.Context, name strin
 		collective.Tag(fmt.Sprintf("mwms/%s/%d", name, seq)),
 		collective.CommunicationOptions{Timeout: s.timeout},
 	}
-	if err := fn(cctx, opts); err != nil {
+	gctx, unbind := bindGeneration(cctx, s.gen)
+	defer unbind()
+	if err := fn(gctx, opts); err != nil {
+		if re := genError(ctx, s.gen, name, err); re != nil {
+			return re
+		}
 		return s.stepError(ctx, name, err)
 	}
 	return nil
@@ -384,7 +442,7 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 		cop = collective.Mean
 	}
 	if err := s.collective(ctx, "allreduce", func(ctx context.Context, opts []collective.Option) error {
-		return collective.AllReduce(ctx, s.t, buf, cop, opts...)
+		return collective.AllReduce(ctx, s.g, buf, cop, opts...)
 	}); err != nil {
 		return nil, err
 	}
@@ -404,7 +462,7 @@ func (s *MultiWorkerMirroredStrategy) broadcastFromChiefContext(ctx context.Cont
 	}
 	buf := append([]float32(nil), t.Data()...)
 	if err := s.collective(ctx, "broadcast", func(ctx context.Context, opts []collective.Option) error {
-		return collective.Broadcast(ctx, s.t, buf, 0, opts...)
+		return collective.Broadcast(ctx, s.g, buf, 0, opts...)
 	}); err != nil {
 		return nil, err
 	}
@@ -419,7 +477,7 @@ func (s *MultiWorkerMirroredStrategy) BarrierContext(ctx context.Context) error 
 		return nil
 	}
 	return s.collective(ctx, "barrier", func(ctx context.Context, opts []collective.Option) error {
-		return collective.Barrier(ctx, s.t, opts...)
+		return collective.Barrier(ctx, s.g, opts...)
 	})
 }
 

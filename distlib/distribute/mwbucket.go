@@ -81,31 +81,41 @@ func (s *MultiWorkerMirroredStrategy) gradientBucketer(ctx context.Context, size
 	if err := s.checkSizes(ctx, sizes); err != nil {
 		return nil, err
 	}
-	b, err := collective.NewBucketer(s.t, sizes, bucketBytes, collective.Sum, collective.KeepTerms(),
+	b, err := collective.NewBucketer(s.g, sizes, bucketBytes, collective.Sum, collective.KeepTerms(),
 		collective.Tag(fmt.Sprintf("mwms/buckets/%d", id)),
 		collective.CommunicationOptions{Timeout: s.timeout})
 	if err != nil {
 		return nil, fmt.Errorf("distribute: worker %d of %d: %w", s.worker, s.workers, err)
 	}
-	return &mwBucketer{s: s, b: b}, nil
+	return &mwBucketer{s: s, b: b, gen: s.gen}, nil
 }
 
-// mwBucketer names the worker that a failed bucket lost (*PeerUnavailableError).
+// mwBucketer names the worker that a failed bucket lost (*PeerUnavailableError); under
+// WithElastic its buckets stop when their generation ends.
 type mwBucketer struct {
-	s *MultiWorkerMirroredStrategy
-	b *collective.Bucketer
+	s   *MultiWorkerMirroredStrategy
+	b   *collective.Bucketer
+	gen *generation
 }
 
 func (m *mwBucketer) Add(i int, grad []float32) error {
 	if err := m.b.Add(i, grad); err != nil {
+		if re := genError(context.Background(), m.gen, "allreduce", err); re != nil {
+			return re
+		}
 		return m.s.stepError(context.Background(), "allreduce", err)
 	}
 	return nil
 }
 
 func (m *mwBucketer) WaitTerms(ctx context.Context) ([][][]float32, error) {
-	terms, err := m.b.WaitTerms(ctx)
+	gctx, unbind := bindGeneration(ctx, m.gen)
+	defer unbind()
+	terms, err := m.b.WaitTerms(gctx)
 	if err != nil {
+		if re := genError(ctx, m.gen, "allreduce", err); re != nil {
+			return nil, re
+		}
 		return nil, m.s.stepError(ctx, "allreduce", err)
 	}
 	return terms, nil
@@ -286,7 +296,7 @@ func (s *MultiWorkerMirroredStrategy) checkSizes(ctx context.Context, sizes []in
 		buf[i], buf[len(fp)+i] = v, -v
 	}
 	if err := s.collective(ctx, "checksizes", func(ctx context.Context, opts []collective.Option) error {
-		return collective.AllReduce(ctx, s.t, buf, collective.Max, opts...)
+		return collective.AllReduce(ctx, s.g, buf, collective.Max, opts...)
 	}); err != nil {
 		return err
 	}

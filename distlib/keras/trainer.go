@@ -51,6 +51,7 @@ func (m *Model) trainerFor() trainer {
 	ext := m.strategy.Extended()
 	e.paths.terms, _ = ext.(distribute.ReplicaTermsSummer)
 	e.paths.buckets, _ = ext.(distribute.GradientBucketing)
+	e.paths.elastic, _ = ext.(distribute.ElasticWorkers)
 	return e
 }
 
@@ -59,6 +60,7 @@ func (m *Model) trainerFor() trainer {
 type stepPaths struct {
 	terms   distribute.ReplicaTermsSummer // local replicas' gradients summed as the optimizer reads them
 	buckets distribute.GradientBucketing  // one replica per worker: gradients reduced in buckets during backward
+	elastic distribute.ElasticWorkers     // workers regrouped when one is lost, the step retried (elastic.go)
 }
 
 // syncTrainer runs every step at once on the strategy's replicas (and workers), in sync.
@@ -66,7 +68,8 @@ type syncTrainer struct {
 	m       *Model
 	paths   stepPaths
 	metrics []*Metric
-	global  int // rows of the global batch whose share pickRows took last; 0: none
+	global  int   // rows of the global batch whose share pickRows took last; 0: none
+	last    stats // the last step's statistics (elastic: what a worker one step behind takes)
 }
 
 // rowPicker is implemented by trainers whose process trains on some rows of every batch:
@@ -77,11 +80,12 @@ type rowPicker interface {
 }
 
 // pickRows: with several workers sharing every batch (AutoShardData), this worker's share,
-// as workerShare takes it (BalanceWorkers' shares in training).
+// as workerShare takes it (BalanceWorkers' shares in training). Elastic workers take whole
+// batches: after a regroup, the batch in hand is split again among the workers left.
 func (e *syncTrainer) pickRows() func(count int) (lo, hi int) {
 	m := e.m
 	index, workers := m.strategy.Extended().Worker()
-	if workers <= 1 || m.mw.train != shardData {
+	if workers <= 1 || m.mw.train != shardData || e.paths.elastic != nil {
 		return nil
 	}
 	return func(count int) (lo, hi int) {
@@ -108,11 +112,15 @@ func (e *syncTrainer) batchesPerStep() int { return 1 }
 func (e *syncTrainer) step(ctx context.Context, batches []data.Element) (stats, bool, error) {
 	global := e.global // set when pickRows' function took this batch's rows
 	e.global = 0
-	st, err := e.m.trainStep(ctx, batches[0], e.metrics, global, e.paths)
+	st, err := e.runElastic(ctx, func() (stats, error) {
+		return e.m.trainStep(ctx, batches[0], e.metrics, global, e.paths)
+	})
 	return st, true, err
 }
 
-func (e *syncTrainer) epochEnd(context.Context, int, *progress) (stats, error) { return stats{}, nil }
+func (e *syncTrainer) epochEnd(ctx context.Context, _ int, _ *progress) (stats, error) {
+	return stats{}, e.barrier(ctx)
+}
 
 func (e *syncTrainer) end() {}
 
