@@ -53,12 +53,12 @@ type Regrouped struct {
 // generation is one set of workers training together.
 type generation struct {
 	n       int
-	members []int                 // the transport's ranks, ascending
-	view    collective.Transport  // the members' view of the transport
-	ctx     context.Context       // ended (cause *genEnd) when a member is lost or regroups
+	members []int                // the transport's ranks, ascending
+	view    collective.Transport // the members' view of the transport
+	ctx     context.Context      // ended (cause *genEnd) when a member is lost or regroups
 	end     context.CancelCauseFunc
-	notes   chan regroupNote      // the first round's notes of the other members
-	unwatch context.CancelFunc    // stops the watchers of the notes
+	notes   chan regroupNote   // the first round's notes of the other members
+	unwatch context.CancelFunc // stops the watchers of the notes
 }
 
 // genEnd is why a generation ended for this worker.
