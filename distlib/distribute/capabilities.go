@@ -136,7 +136,4 @@ type ElasticWorkers interface {
 	// worker of the group must call it; a *TooFewWorkersError says fewer than the minimum
 	// remain.
 	Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (Regrouped, error)
-	// Barrier waits until every worker of the group reaches it (Fit's epochs end with
-	// one, so that no worker leaves while another regroups).
-	Barrier(ctx context.Context) error
 }

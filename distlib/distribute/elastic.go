@@ -96,13 +96,16 @@ type TooFewWorkersError struct {
 }
 
 func (e *TooFewWorkersError) Error() string {
-	verb := "was"
+	verb, remain := "was", "workers remain"
 	if len(e.Missing) > 1 {
 		verb = "were"
 	}
-	return fmt.Sprintf("distribute: %s %s lost after step %d; %d workers remain, fewer than the %d of WithElastic: "+
+	if e.Left == 1 {
+		remain = "worker remains"
+	}
+	return fmt.Sprintf("distribute: %s %s lost after step %d; %d %s, fewer than the %d of WithElastic: "+
 		"restart the job with the missing workers (keras.BackupAndRestore resumes from the last epoch) or lower min",
-		strings.Join(e.Missing, ", "), verb, e.Step, e.Left, e.Min)
+		strings.Join(e.Missing, ", "), verb, e.Step, e.Left, remain, e.Min)
 }
 
 func (e *TooFewWorkersError) Unwrap() error { return e.Err }
@@ -194,9 +197,6 @@ func (e *elasticExtended) Regroupable(err error) bool {
 	var pu *PeerUnavailableError
 	return errors.As(err, &re) || errors.As(err, &pu)
 }
-
-// Barrier is the strategy's BarrierContext.
-func (e *elasticExtended) Barrier(ctx context.Context) error { return e.s.BarrierContext(ctx) }
 
 // Regroup is the strategy's regroup (ElasticWorkers).
 func (e *elasticExtended) Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (Regrouped, error) {

@@ -139,11 +139,14 @@ func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
+	var others []int
 	for r := range s.peers {
-		if r == s.rank {
-			continue
+		if r != s.rank {
+			missing[r] = true // before any waiter can delete it
+			others = append(others, r)
 		}
-		missing[r] = true
+	}
+	for _, r := range others {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

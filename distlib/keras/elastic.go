@@ -38,15 +38,13 @@ func (e *syncTrainer) runElastic(ctx context.Context, step func() (stats, error)
 	}
 }
 
-// barrier ends an epoch under elastic training: a barrier of the workers, regrouping them
-// when one was lost, so that no worker leaves Fit while another still needs it.
-func (e *syncTrainer) barrier(ctx context.Context) error {
-	if e.paths.elastic == nil {
-		return nil
-	}
+// syncWorkers is Model.syncWorkers, the wait for the other workers at an epoch's end,
+// regrouping them (elastic training) when one was lost, so that no worker leaves an epoch
+// or Fit while another still needs it.
+func (e *syncTrainer) syncWorkers(ctx context.Context) error {
 	for {
-		err := e.paths.elastic.Barrier(ctx)
-		if err == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
+		err := e.m.syncWorkers(ctx)
+		if err == nil || e.paths.elastic == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
 			return err
 		}
 		if _, _, err := e.regroup(ctx, e.m.stepCount(), err); err != nil {

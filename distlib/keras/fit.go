@@ -87,6 +87,9 @@ func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *
 	if p, ok := eng.(rowPicker); ok {
 		rows = p.pickRows()
 	}
+	if s, ok := eng.(workerSyncer); ok {
+		f.sync = s.syncWorkers
+	}
 	m.mw.resume = 0
 	f.trainBegin()
 	start := max(cfg.initialEpoch, m.mw.resume) // BackupAndRestore resumes after its backup
@@ -204,12 +207,21 @@ type fitLoop struct {
 	cbs    []Callback
 	prog   *progress // nil when silent
 	logs   Logs      // the last epoch's
+	// sync waits for the other workers at an epoch's end: the trainer's (workerSyncer),
+	// else Model.syncWorkers.
+	sync func(ctx context.Context) error
+}
+
+// workerSyncer is implemented by trainers with their own wait for the other workers at an
+// epoch's end (elastic training regroups there).
+type workerSyncer interface {
+	syncWorkers(ctx context.Context) error
 }
 
 // newFitLoop prepares the History and the callbacks of a Fit over ds and clears
 // m.StopTraining.
 func (m *Model) newFitLoop(ctx context.Context, cfg *runConfig, ds *data.Dataset) *fitLoop {
-	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps}
+	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps, sync: m.syncWorkers}
 	if f.target == 0 && ds.Cardinality() >= 0 {
 		f.target = ds.Cardinality()
 	}
@@ -298,7 +310,7 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	// reads LatestCheckpoint once Fit returns finds the last epoch's), as TensorFlow's
 	// collective saves make it under MultiWorkerMirroredStrategy.
 	if _, workers := f.m.strategy.Extended().Worker(); workers > 1 {
-		if err := f.m.syncWorkers(f.ctx); err != nil && f.ctx.Err() == nil {
+		if err := f.sync(f.ctx); err != nil && f.ctx.Err() == nil {
 			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
 		}
 	}
