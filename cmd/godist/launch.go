@@ -26,11 +26,13 @@ func launchMain(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("launch", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: godist launch --workers N [--ps M] [--chief] [--slurm] [--host ADDR] [--no-pin] -- program args\n\n"+
+		fmt.Fprintln(fs.Output(), "usage: godist launch --workers N [--ps M] [--chief] [--elastic MIN] [--slurm] [--host ADDR] [--no-pin] -- program args\n\n"+
 			"Starts the tasks of a job with their TF_CONFIG (or under srun with --slurm), prefixes\n"+
 			"each output line with its task, and stops the job when a task fails; it then prints\n"+
 			"the first task that failed (its host, exit code or signal, time and last lines) to\n"+
-			"stderr, before the tasks that failed after it.")
+			"stderr, before the tasks that failed after it. With --elastic MIN, a chief or worker\n"+
+			"task that fails is lost and the others go on while at least MIN remain (their\n"+
+			"MultiWorkerMirroredStrategy is elastic: GODIST_ELASTIC_MIN).")
 		fs.PrintDefaults()
 	}
 	workers := fs.Int("workers", 1, "number of worker tasks")
@@ -40,6 +42,7 @@ func launchMain(args []string, stdout, stderr io.Writer) error {
 	host := fs.String("host", "127.0.0.1", "address the local tasks listen on")
 	noPin := fs.Bool("no-pin", false, "leave every task free to run on any CPU (default: each chief and worker task bound to its share of them, in a job without ps tasks)")
 	grace := fs.Duration("grace", 3*time.Second, "time between SIGTERM and SIGKILL when stopping tasks")
+	elastic := fs.Int("elastic", 0, "go on while at least this many chief and worker tasks remain (0: a failed task stops the job)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil
@@ -54,7 +57,7 @@ func launchMain(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := cluster.Launch(ctx, cluster.LaunchSpec{
-		Workers: *workers, PS: *ps, Chief: *chief, Slurm: *slurm, Host: *host, GracePeriod: *grace, NoPinning: *noPin,
+		Workers: *workers, PS: *ps, Chief: *chief, Slurm: *slurm, Host: *host, GracePeriod: *grace, NoPinning: *noPin, MinWorkers: *elastic,
 		Program: rest[0], Args: rest[1:], Output: stdout,
 	})
 	return launchFailure(stderr, err)

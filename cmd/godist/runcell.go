@@ -123,7 +123,10 @@ type distributedArgs struct {
 	workers int
 	timeout time.Duration
 	noPin   bool
+	elastic int // the least number of workers the job goes on with; 0: a lost worker stops it
 }
+
+const distributedUsage = "usage: %%distributed [--workers N] [--elastic MIN] [--timeout 5m] [--no-pin]"
 
 func parseDistributedArgs(line string) (distributedArgs, error) {
 	a := distributedArgs{}
@@ -132,14 +135,18 @@ func parseDistributedArgs(line string) (distributedArgs, error) {
 	fs.IntVar(&a.workers, "workers", 2, "number of worker processes")
 	fs.DurationVar(&a.timeout, "timeout", 0, "stop the workers after this long (0: no limit)")
 	fs.BoolVar(&a.noPin, "no-pin", false, "leave the workers free to run on any CPU (default: each bound to its share of them)")
+	fs.IntVar(&a.elastic, "elastic", 0, "go on while at least this many workers remain (elastic MultiWorkerMirroredStrategy)")
 	if err := fs.Parse(strings.Fields(line)); err != nil {
-		return a, fmt.Errorf("%%%%distributed %s: %v (usage: %%%%distributed [--workers N] [--timeout 5m] [--no-pin])", line, err)
+		return a, fmt.Errorf("%%%%distributed %s: %v (%s)", line, err, distributedUsage)
 	}
 	if fs.NArg() > 0 {
-		return a, fmt.Errorf("%%%%distributed: unexpected argument %q (usage: %%%%distributed [--workers N] [--timeout 5m] [--no-pin])", fs.Arg(0))
+		return a, fmt.Errorf("%%%%distributed: unexpected argument %q (%s)", fs.Arg(0), distributedUsage)
 	}
 	if a.workers < 1 || a.workers > 64 {
 		return a, fmt.Errorf("%%%%distributed --workers %d: want 1 to 64 workers", a.workers)
+	}
+	if a.elastic < 0 || a.elastic > a.workers {
+		return a, fmt.Errorf("%%%%distributed --elastic %d: want the least number of workers to go on with, 1 to --workers (%d)", a.elastic, a.workers)
 	}
 	if a.timeout < 0 {
 		return a, fmt.Errorf("%%%%distributed --timeout %v: must not be negative", a.timeout)
@@ -231,7 +238,7 @@ func distributedMagic(ctx context.Context, m *interp.Magic) (*interp.Result, err
 	w := &cellWriter{m: m, panel: panel, errs: map[string][]string{}}
 	err = cluster.Launch(ctx, cluster.LaunchSpec{
 		Workers: a.workers, Program: bin, Args: []string{"worker-cell", file},
-		Output: w, GracePeriod: 2 * time.Second, Env: []string{progress.PanelEnv + "=1"}, NoPinning: a.noPin,
+		Output: w, GracePeriod: 2 * time.Second, Env: []string{progress.PanelEnv + "=1"}, NoPinning: a.noPin, MinWorkers: a.elastic,
 		Events: func(ev cluster.TaskEvent) { panel.Update(ev.PanelEvent()) },
 	})
 	w.flush()

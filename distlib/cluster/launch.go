@@ -51,6 +51,11 @@ type LaunchSpec struct {
 	NoPinning bool
 	// GracePeriod is how long a stopped task has between SIGTERM and SIGKILL; 0 means 3s.
 	GracePeriod time.Duration
+	// MinWorkers, when above 0, makes the job elastic: a chief or worker task that fails is
+	// lost, not the end of the job, while at least MinWorkers of them go on (their
+	// MultiWorkerMirroredStrategy regroups; ElasticEnv tells it the minimum). The job then
+	// succeeds when the tasks left do; Launch prints each loss.
+	MinWorkers int
 	// Events, if not nil, is told when each task starts and ends (from Launch's goroutine,
 	// in order per task); a cluster panel follows the job with it. Under Slurm the one
 	// task is "srun 0".
@@ -63,8 +68,9 @@ type TaskEvent struct {
 	Addr string // host:port of a local task ("" under Slurm)
 	// State is "started", "exited" (exit status 0 or, for a serving task, stopped when the
 	// job was done), "failed" (it made the job fail, or had failed with it before the
-	// launcher stopped anything) or "stopped" (ended while the job was being stopped: by a
-	// failure elsewhere or a cancelled context).
+	// launcher stopped anything), "lost" (it failed and an elastic job went on without it:
+	// MinWorkers) or "stopped" (ended while the job was being stopped: by a failure
+	// elsewhere or a cancelled context).
 	State string
 	Err   error // the task's error, for failed and stopped
 }
@@ -108,6 +114,12 @@ func Launch(ctx context.Context, spec LaunchSpec) error {
 	}
 	if spec.PS < 0 {
 		return fmt.Errorf("cluster: launch: %d ps tasks", spec.PS)
+	}
+	if trainers := spec.Workers + boolInt(spec.Chief); spec.MinWorkers < 0 || spec.MinWorkers > trainers || (spec.MinWorkers > 0 && spec.PS > 0) {
+		return fmt.Errorf("cluster: launch: MinWorkers %d: an elastic job (MultiWorkerMirroredStrategy, no ps tasks) needs between 1 and its %d chief and worker tasks", spec.MinWorkers, trainers)
+	}
+	if spec.MinWorkers > 0 {
+		spec.Env = append(append([]string(nil), spec.Env...), fmt.Sprintf("%s=%d", ElasticEnv, spec.MinWorkers))
 	}
 	if spec.Program == "" {
 		return errors.New("cluster: launch: no program to run")
@@ -328,6 +340,8 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 			needed++
 		}
 	}
+	trainers := needed // chief and worker tasks not lost (MinWorkers)
+	var lost []Failure
 	stop := func(cause error) {
 		if failure == nil {
 			failure = cause
@@ -355,8 +369,19 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		select {
 		case r := <-results:
 			reaped(r)
+			if r.err != nil && !stopping && spec.MinWorkers > 0 && trainers > spec.MinWorkers && !serves(r.rt.task) {
+				// Elastic: the others regroup without it.
+				trainers--
+				f := r.failure(false)
+				lost = append(lost, f)
+				out.Write([]byte(fmt.Sprintf("[launch] task %s lost at %s: %v; the job goes on with %d chief and worker tasks (at least %d)\n",
+					r.rt.task, f.Time.UTC().Format("15:04:05.000"), r.err, trainers, spec.MinWorkers)))
+				event(r, "lost")
+				continue
+			}
 			if r.err != nil && !stopping {
 				ended := append([]result{r}, endedWith(results, tasks, pending, reaped)...)
+				failures = append(failures, lost...) // the first observed failures
 				for _, e := range ended {
 					if e.err != nil {
 						failures = append(failures, e.failure(false))
@@ -566,4 +591,11 @@ func coLocated(env []string, jobs map[string]int, cpus []int, pin bool) map[Task
 		}
 	}
 	return out
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

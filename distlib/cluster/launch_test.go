@@ -12,6 +12,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,6 +55,15 @@ func helper(mode string) error {
 	r, err := NewTFConfigClusterResolver()
 	if err != nil {
 		return err
+	}
+	if mode == "elastic" { // worker 1 is killed; the others go on a while and end well
+		fmt.Printf("%s=%s\n", ElasticEnv, os.Getenv(ElasticEnv))
+		if r.TaskID() == 1 {
+			fmt.Println("worker 1 is about to be killed")
+			return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		time.Sleep(time.Second)
+		return nil
 	}
 	if mode == "fail" {
 		if r.TaskID() == 1 { // a message on stderr, then a last line without its newline
@@ -482,4 +492,72 @@ func TestLaunchPanelNamesRootCause(t *testing.T) {
 func helperSpec(workers, ps int, mode string, out *bytes.Buffer) LaunchSpec {
 	return LaunchSpec{Workers: workers, PS: ps, Program: os.Args[0], Args: []string{"-test.run=^$"},
 		Env: []string{helperEnv + "=" + mode}, Output: out, GracePeriod: time.Second}
+}
+
+// TestLaunchElastic: with MinWorkers 2, worker 1 of 3 is killed and the job goes on: the
+// launcher prints the loss, the panel's event marks it lost, the others end well and the
+// job succeeds; the tasks are told the minimum (ElasticEnv). With MinWorkers 3 the same
+// loss stops the job as without it.
+func TestLaunchElastic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	for _, c := range []struct {
+		min    int
+		events string
+	}{
+		{2, "[worker 0 exited worker 0 started worker 1 lost worker 1 started worker 2 exited worker 2 started]"},
+		{3, "[worker 0 started worker 0 stopped worker 1 failed worker 1 started worker 2 started worker 2 stopped]"},
+	} {
+		t.Run(fmt.Sprint("min ", c.min), func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var mu sync.Mutex
+			var events []string
+			spec := helperSpec(3, 0, "elastic", &out)
+			spec.MinWorkers = c.min
+			spec.Events = func(ev TaskEvent) {
+				mu.Lock()
+				defer mu.Unlock()
+				events = append(events, ev.Task.String()+" "+ev.State)
+			}
+			err := Launch(ctx, spec)
+			sort.Strings(events)
+			if fmt.Sprint(events) != c.events {
+				t.Errorf("events %v, want %s", events, c.events)
+			}
+			if !strings.Contains(out.String(), "[worker 0] "+ElasticEnv+"="+fmt.Sprint(c.min)) {
+				t.Errorf("the tasks were not told the minimum:\n%s", out.String())
+			}
+			if c.min == 3 {
+				var te *TaskError
+				if !errors.As(err, &te) || te.Task != (Task{Worker, 1}) {
+					t.Errorf("Launch = %v, want worker 1's failure", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Launch = %v, want success after losing worker 1\n%s", err, out.String())
+			}
+			lost := regexp.MustCompile(`\[launch\] task worker 1 lost at \d\d:\d\d:\d\d\.\d{3}: signal: killed; the job goes on with 2 chief and worker tasks \(at least 2\)`)
+			if !lost.MatchString(out.String()) {
+				t.Errorf("output does not report the loss as %s:\n%s", lost, out.String())
+			}
+		})
+	}
+}
+
+// An elastic job needs a minimum between 1 and its chief and worker tasks, and no ps.
+func TestLaunchElasticErrors(t *testing.T) {
+	for _, spec := range []LaunchSpec{
+		{Workers: 2, MinWorkers: 3, Program: "x"},
+		{Workers: 2, MinWorkers: -1, Program: "x"},
+		{Workers: 2, PS: 1, MinWorkers: 1, Program: "x"},
+	} {
+		err := Launch(context.Background(), spec)
+		if err == nil || !strings.Contains(err.Error(), "an elastic job (MultiWorkerMirroredStrategy, no ps tasks) needs between 1 and its") {
+			t.Errorf("Launch(%+v) = %v, want the elastic job's error", spec, err)
+		}
+	}
 }

@@ -25,6 +25,8 @@ func (e TaskEvent) PanelEvent() progress.TaskEvent {
 		pe.State = progress.StateFailed
 	case "stopped":
 		pe.State = progress.StateStopped
+	case "lost":
+		pe.State = progress.StateLost
 	}
 	return pe
 }

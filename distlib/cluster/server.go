@@ -21,6 +21,25 @@ const TokenEnv = "GODIST_CLUSTER_TOKEN"
 // a task listens only on its own address's host (127.0.0.1 in a one-machine cluster).
 const BindAllEnv = "GODIST_BIND_ALL"
 
+// ElasticEnv is the environment variable that makes a task's MultiWorkerMirroredStrategy
+// elastic (distribute.WithElastic(n, 0)) when its program does not say: the least number of
+// workers the job goes on with. Launch sets it for an elastic job (LaunchSpec.MinWorkers).
+const ElasticEnv = "GODIST_ELASTIC_MIN"
+
+// ElasticFromEnv returns the minimum ElasticEnv sets (0: not elastic), or an error naming a
+// value that is not a positive number.
+func ElasticFromEnv() (int, error) {
+	v := os.Getenv(ElasticEnv)
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s=%q: want the least number of workers, a number of at least 1", ElasticEnv, v)
+	}
+	return n, nil
+}
+
 // BindAllFromEnv reports whether GODIST_BIND_ALL asks tasks to listen on all interfaces.
 func BindAllFromEnv() bool {
 	v, err := strconv.ParseBool(os.Getenv(BindAllEnv))

@@ -198,16 +198,23 @@ func newMultiWorker(opts []MultiWorkerOption) (*MultiWorkerMirroredStrategy, err
 	if s.workers > 1 {
 		s.remote = s
 	}
-	if err := s.makeElastic(mo, devs); err != nil {
+	if err := s.makeElastic(mo); err != nil {
 		return nil, err
 	}
 	return s, nil
 }
 
 // makeElastic sets up WithElastic: the first generation holds every worker of the cluster.
-func (s *MultiWorkerMirroredStrategy) makeElastic(mo *multiOptions, devs []string) error {
+func (s *MultiWorkerMirroredStrategy) makeElastic(mo *multiOptions) error {
 	if mo.elastic == nil {
-		return nil
+		n, err := cluster.ElasticFromEnv()
+		if err != nil {
+			return fmt.Errorf("%w: %v", ErrCluster, err)
+		}
+		if n == 0 {
+			return nil
+		}
+		mo.elastic = &[2]int{n, 0}
 	}
 	lo, hi := mo.elastic[0], mo.elastic[1]
 	switch {

@@ -17,20 +17,24 @@ import (
 type TaskState string
 
 // The task states. A task starts in StateStarting, is StateRunning from its first output
-// (or a running event), and ends in one of exited, failed or stopped, which are final.
+// (or a running event), and ends in one of exited, failed, lost or stopped, which are final.
 const (
 	StateStarting TaskState = "starting"
 	StateRunning  TaskState = "running"
 	StateExited   TaskState = "exited"
 	StateFailed   TaskState = "failed"
 	StateStopped  TaskState = "stopped"
+	// StateLost is a task that failed while its elastic job went on without it.
+	StateLost TaskState = "lost"
 	// StateDown is a coordinator's worker that is lost for now (it may come back up:
 	// running again); not final.
 	StateDown TaskState = "down"
 )
 
 // Final reports whether s is an end state (exited, failed, stopped).
-func (s TaskState) Final() bool { return s == StateExited || s == StateFailed || s == StateStopped }
+func (s TaskState) Final() bool {
+	return s == StateExited || s == StateFailed || s == StateLost || s == StateStopped
+}
 
 // TaskEvent is what a source tells the cluster panel about one task. Zero fields mean "no
 // news": State "" keeps the state, Epoch 0 the epoch, Line "" the last line, At 0 the

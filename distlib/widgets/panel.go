@@ -20,12 +20,12 @@ import (
 // The DOM the front end shows: a <table class="godist-cluster-panel"> whose header row is
 // "task", "address", "state", "epoch", "step", "samples/s (last 10 s)", "last line" and whose rows start
 // with the task's name ("worker 0") and carry its state ("starting", "running", "exited",
-// "failed", "stopped") in a cell of class "godist-task-state"; a <div
+// "failed", "lost", "stopped") in a cell of class "godist-task-state"; a <div
 // class="godist-cluster-status"> above it says "running", "stopping", "stopped", "failed" or
 // "done" (a failed job's launcher adds its root cause: "failed: worker 1 (exit code 3)
 // first; ..."); counters (a coordinator's closures and workers) are in a <div
 // class="godist-cluster-counters">; a failed task's last lines are in a <pre
-// class="godist-task-failure">.
+// class="godist-task-failure"> (those of a task an elastic job lost too).
 
 // TaskState is a task's state in the cluster panel; the core publishes it (package
 // progress), the panel draws it.
@@ -38,6 +38,7 @@ const (
 	StateExited   = progress.StateExited
 	StateFailed   = progress.StateFailed
 	StateStopped  = progress.StateStopped
+	StateLost     = progress.StateLost
 	StateDown     = progress.StateDown
 )
 
@@ -177,7 +178,7 @@ type PanelSnapshot struct {
 // panelStyle spaces the panel's columns and colours the task states; its selectors name
 // only the panel's own classes.
 const panelStyle = `<style>table.godist-cluster-panel th, table.godist-cluster-panel td {padding: 1px 10px 1px 0; text-align: left; vertical-align: top}` +
-	` .godist-state-running {color: #1a7f37} .godist-state-failed {color: #cf222e} .godist-state-stopped {color: #9a6700}</style>`
+	` .godist-state-running {color: #1a7f37} .godist-state-failed {color: #cf222e} .godist-state-stopped {color: #9a6700} .godist-state-lost {color: #bc4c00}</style>`
 
 // HTML renders the snapshot as the panel's table (the DOM the package doc of Panel names).
 func (s PanelSnapshot) HTML() string {
@@ -215,8 +216,8 @@ func (s PanelSnapshot) HTML() string {
 	}
 	b.WriteString("</tbody></table>")
 	for _, r := range s.Rows {
-		if r.State == StateFailed && len(r.Lines) > 0 {
-			fmt.Fprintf(&b, `<div>%s failed; its last lines:</div><pre class="godist-task-failure">%s</pre>`, esc(r.Task), esc(strings.Join(r.Lines, "\n")))
+		if (r.State == StateFailed || r.State == StateLost) && len(r.Lines) > 0 {
+			fmt.Fprintf(&b, `<div>%s %s; its last lines:</div><pre class="godist-task-failure">%s</pre>`, esc(r.Task), endedHow(r.State), esc(strings.Join(r.Lines, "\n")))
 		}
 	}
 	b.WriteString("</div>")
@@ -261,8 +262,8 @@ func (s PanelSnapshot) Text() string {
 		b.WriteString(strings.TrimRight(line.String(), " ") + "\n")
 	}
 	for _, r := range s.Rows {
-		if r.State == StateFailed && len(r.Lines) > 0 {
-			fmt.Fprintf(&b, "%s failed; its last lines:\n", r.Task)
+		if (r.State == StateFailed || r.State == StateLost) && len(r.Lines) > 0 {
+			fmt.Fprintf(&b, "%s %s; its last lines:\n", r.Task, endedHow(r.State))
 			for _, l := range r.Lines {
 				fmt.Fprintf(&b, "  %s\n", l)
 			}
@@ -474,4 +475,12 @@ func (p *Panel) Finish(status string) string {
 		return ""
 	}
 	return p.snap.Text()
+}
+
+// endedHow says how a failed or lost task ended, after its name.
+func endedHow(st TaskState) string {
+	if st == StateLost {
+		return "was lost (the job went on without it)"
+	}
+	return "failed"
 }
