@@ -61,18 +61,10 @@ type generation struct {
 	unwatch context.CancelFunc // stops the watchers of the notes
 }
 
-// genEnd is why a generation ended for this worker.
-type genEnd struct {
-	peer string // the worker that was lost or started the regroup
-	err  error  // its loss; nil when it asked to regroup
-}
+// genEnd is why a generation ended for this worker: a worker started a regroup.
+type genEnd struct{ peer string }
 
-func (e *genEnd) Error() string {
-	if e.err != nil {
-		return fmt.Sprintf("%s was lost (%v)", e.peer, e.err)
-	}
-	return e.peer + " started a regroup"
-}
+func (e *genEnd) Error() string { return e.peer + " started a regroup" }
 
 // regroupError reports a collective stopped because its generation ended: Fit regroups and
 // retries the step (Regroupable).
@@ -127,8 +119,10 @@ func regroupTag(gen, round int) string { return fmt.Sprintf("elastic/%d/%d", gen
 
 // startGeneration makes members (ranks of s.t) the workers training together as
 // generation n: the collectives run over their view, and a watcher per other member ends
-// the generation when that member is lost or sends its first regroup note. s.turn is held
-// (or the strategy is being made).
+// the generation when that member sends its first regroup note. A member's loss does not
+// end it: a collective that needs the lost member fails by itself, while one whose
+// messages from it had all arrived (a worker that finished Fit and exited) completes.
+// s.turn is held (or the strategy is being made).
 func (s *MultiWorkerMirroredStrategy) startGeneration(n int, members []int) error {
 	view, err := collective.NewSubgroup(s.t, members, fmt.Sprintf("g%d/", n))
 	if err != nil {
@@ -152,11 +146,9 @@ func (s *MultiWorkerMirroredStrategy) startGeneration(n int, members []int) erro
 				note.err = json.Unmarshal(b, &note.msg)
 			}
 			g.notes <- note
-			cause := &genEnd{peer: s.peer(r).String()}
-			if err != nil {
-				cause.err = err
+			if err == nil {
+				g.end(&genEnd{peer: s.peer(r).String()})
 			}
-			g.end(cause)
 		}()
 	}
 	s.gen, s.g = g, view

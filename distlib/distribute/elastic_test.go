@@ -137,7 +137,8 @@ func TestRegroupAfterLoss(t *testing.T) {
 }
 
 // A worker that has not noticed the loss (its collective waits on a live peer) is stopped
-// by the others' regroup and joins it.
+// by the regroup of the others, which found the loss, and joins it: each worker regroups
+// as soon as its own all-reduce fails, as Fit does.
 func TestRegroupReachesWaitingWorker(t *testing.T) {
 	ss, mems := elasticGroup(t, 4, 2)
 	if errs := allReduceAll(ss, []int{0, 1, 2, 3}); errors.Join(errs...) != nil {
@@ -145,16 +146,19 @@ func TestRegroupReachesWaitingWorker(t *testing.T) {
 	}
 	mems[3].Close()
 	start := time.Now()
-	errs := allReduceAll(ss, []int{0, 1, 2})
 	var wg sync.WaitGroup
 	for _, w := range []int{0, 1, 2} {
-		if !ss[w].ext.(ElasticWorkers).Regroupable(errs[w]) {
-			t.Fatalf("worker %d: error %v is not regroupable", w, errs[w])
-		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rg, err := ss[w].ext.(ElasticWorkers).Regroup(context.Background(), 7, errs[w], nil)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := ss[w].allReduceWorkers(ctx, ReduceSum, []*tensor.Tensor{vec(1)})
+			if !ss[w].ext.(ElasticWorkers).Regroupable(err) {
+				t.Errorf("worker %d: error %v is not regroupable", w, err)
+				return
+			}
+			rg, err := ss[w].ext.(ElasticWorkers).Regroup(ctx, 7, err, nil)
 			if err != nil || rg.Count != 3 || rg.Index != w || rg.Done != 7 || rg.State != nil {
 				t.Errorf("worker %d: Regroup gave %+v, %v; want index %d of 3 after 7 steps", w, rg, err, w)
 			}

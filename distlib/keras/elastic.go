@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
+
+	"godist/distlib/distribute"
 )
 
 // Elastic training (distribute.WithElastic): when a step fails because a worker was lost,
@@ -40,14 +43,22 @@ func (e *syncTrainer) runElastic(ctx context.Context, step func() (stats, error)
 
 // syncWorkers is Model.syncWorkers, the wait for the other workers at an epoch's end,
 // regrouping them (elastic training) when one was lost, so that no worker leaves an epoch
-// or Fit while another still needs it.
-func (e *syncTrainer) syncWorkers(ctx context.Context) error {
+// or Fit while another still needs it. After Fit's last epoch (last), too few workers left
+// is no error: every step is done, and the workers gone had completed them too or are lost
+// (a worker that completed this wait has left Fit, and one that completes it knows every
+// worker completed every step).
+func (e *syncTrainer) syncWorkers(ctx context.Context, last bool) error {
 	for {
 		err := e.m.syncWorkers(ctx)
 		if err == nil || e.paths.elastic == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
 			return err
 		}
-		if _, _, err := e.regroup(ctx, e.m.stepCount(), err); err != nil {
+		_, _, err = e.regroup(ctx, e.m.stepCount(), err)
+		var few *distribute.TooFewWorkersError
+		if last && errors.As(err, &few) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -1,16 +1,24 @@
 package keras
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
+	"godist/distlib/cluster"
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/keras/layers"
@@ -131,7 +139,7 @@ func checkTrainedOnce(t *testing.T, who string, first, final []float32, epochs i
 // which every global batch was trained exactly once, whole.
 func TestElasticFitLosesAWorker(t *testing.T) {
 	for _, c := range []struct {
-		name                            string
+		name                           string
 		epochs, victim, killEp, killAt int
 	}{
 		{"mid-epoch", 1, 2, 0, 5},
@@ -167,5 +175,108 @@ func TestElasticFitBelowMin(t *testing.T) {
 	}
 	if got := errs[0].Error(); !strings.Contains(got, "worker 1 was lost after step 2; 1 worker remains, fewer than the 2 of WithElastic") {
 		t.Errorf("worker 0: error %q does not name the lost worker and the minimum", got)
+	}
+}
+
+// elasticResult is what a worker of TestElasticFitProcesses reports.
+type elasticResult struct {
+	First, Final []float32
+	Workers      int // the workers at the end
+}
+
+// elasticHelper is one worker task of TestElasticFitProcesses: it trains countingData for 2
+// epochs under MultiWorkerMirroredStrategy over gRPC, elastic from the launcher's
+// GODIST_ELASTIC_MIN; worker GODIST_KERAS_ELASTIC_VICTIM kills itself (SIGKILL) at the end
+// of step GODIST_KERAS_ELASTIC_STEP of the first epoch. It writes an elasticResult to
+// GODIST_KERAS_MW_OUT.N (N: its worker index at the start).
+func elasticHelper(string) error {
+	s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithCommunicationTimeout(30 * time.Second))
+	defer s.Close()
+	index, _ := s.Extended().Worker()
+	victim, _ := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_VICTIM"))
+	at, _ := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_STEP"))
+	var m *Model
+	s.Scope(func() {
+		m = Sequential(layers.Dense(1, layers.UseBias(false)))
+		m.Compile(SGD(0.1), MeanSquaredError())
+	})
+	var res elasticResult
+	epoch := 0
+	cb := LambdaCallback{
+		OnEpochBegin: func(e int, _ Logs) { epoch = e },
+		OnTrainBatchEnd: func(b int, _ Logs) {
+			if epoch == 0 && b == 0 {
+				res.First = append([]float32(nil), m.GetWeights()[0].Data()...)
+			}
+			if index == victim && epoch == 0 && b == at {
+				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				time.Sleep(time.Minute)
+			}
+		},
+	}
+	m.Fit(countingData(10, 6), Epochs(2), Callbacks(cb), Verbose(0))
+	res.Final = m.GetWeights()[0].Data()
+	_, res.Workers = s.Extended().Worker()
+	b, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("GODIST_KERAS_MW_OUT"), index), b, 0o644)
+}
+
+// kill -9 of one of three worker processes (gRPC, godist's launcher with --elastic 2):
+// the job succeeds, the two others end with equal weights in which every global batch
+// was trained once per epoch, whole, and the launcher reports the loss. The kill comes
+// right after the victim's step, when its last messages may or may not have reached the
+// others: a worker one step behind takes the state from one that completed the step.
+func TestElasticFitProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	for _, c := range []struct{ victim, step int }{{1, 4}, {0, 6}} {
+		t.Run(fmt.Sprintf("worker %d after step %d", c.victim, c.step), func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "result")
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
+			var log bytes.Buffer
+			err := cluster.Launch(ctx, cluster.LaunchSpec{Workers: 3, MinWorkers: 2, Program: os.Args[0], Args: []string{"-test.run=^$"},
+				Env: []string{mwHelperEnv + "=elastic", "GODIST_KERAS_MW_OUT=" + out,
+					"GODIST_KERAS_ELASTIC_VICTIM=" + strconv.Itoa(c.victim), "GODIST_KERAS_ELASTIC_STEP=" + strconv.Itoa(c.step)},
+				Output: &log, GracePeriod: time.Second})
+			if err != nil {
+				t.Fatalf("the elastic job failed: %v\n%s", err, log.String())
+			}
+			if w := fmt.Sprintf("[launch] task worker %d lost at ", c.victim); !strings.Contains(log.String(), w) {
+				t.Errorf("the launcher did not report the loss (%q):\n%s", w, log.String())
+			}
+			if w := fmt.Sprintf("worker %d (127.0.0.1:", c.victim); !strings.Contains(log.String(), w) {
+				t.Errorf("the workers' log does not name the lost worker (%q):\n%s", w, log.String())
+			}
+			var res []elasticResult
+			for w := range 3 {
+				if w == c.victim {
+					continue
+				}
+				b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
+				if err != nil {
+					t.Fatalf("worker %d: %v\n%s", w, err, log.String())
+				}
+				var r elasticResult
+				if err := json.Unmarshal(b, &r); err != nil {
+					t.Fatal(err)
+				}
+				if r.Workers != 2 {
+					t.Errorf("worker %d ends with %d workers, want 2", w, r.Workers)
+				}
+				checkTrainedOnce(t, fmt.Sprintf("worker %d", w), r.First, r.Final, 2)
+				res = append(res, r)
+			}
+			if !slices.Equal(res[0].Final, res[1].Final) {
+				t.Errorf("the two workers left end with different weights:\n%v\n%v", res[0].Final, res[1].Final)
+			}
+			if t.Failed() || testing.Verbose() {
+				t.Logf("the job's output:\n%s", log.String())
+			}
+		})
 	}
 }

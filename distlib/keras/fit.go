@@ -207,21 +207,22 @@ type fitLoop struct {
 	cbs    []Callback
 	prog   *progress // nil when silent
 	logs   Logs      // the last epoch's
-	// sync waits for the other workers at an epoch's end: the trainer's (workerSyncer),
-	// else Model.syncWorkers.
-	sync func(ctx context.Context) error
+	// sync waits for the other workers at an epoch's end (last: Fit's last): the trainer's
+	// (workerSyncer), else Model.syncWorkers.
+	sync func(ctx context.Context, last bool) error
 }
 
 // workerSyncer is implemented by trainers with their own wait for the other workers at an
 // epoch's end (elastic training regroups there).
 type workerSyncer interface {
-	syncWorkers(ctx context.Context) error
+	syncWorkers(ctx context.Context, last bool) error
 }
 
 // newFitLoop prepares the History and the callbacks of a Fit over ds and clears
 // m.StopTraining.
 func (m *Model) newFitLoop(ctx context.Context, cfg *runConfig, ds *data.Dataset) *fitLoop {
-	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps, sync: m.syncWorkers}
+	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps,
+		sync: func(ctx context.Context, _ bool) error { return m.syncWorkers(ctx) }}
 	if f.target == 0 && ds.Cardinality() >= 0 {
 		f.target = ds.Cardinality()
 	}
@@ -310,7 +311,7 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	// reads LatestCheckpoint once Fit returns finds the last epoch's), as TensorFlow's
 	// collective saves make it under MultiWorkerMirroredStrategy.
 	if _, workers := f.m.strategy.Extended().Worker(); workers > 1 {
-		if err := f.sync(f.ctx); err != nil && f.ctx.Err() == nil {
+		if err := f.sync(f.ctx, epoch == f.cfg.epochs-1 || f.m.StopTraining); err != nil && f.ctx.Err() == nil {
 			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
 		}
 	}

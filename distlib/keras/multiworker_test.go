@@ -30,7 +30,11 @@ const mwHelperEnv = "GODIST_KERAS_MW_HELPER"
 // TestMain runs the worker task when the test binary is started by cluster.Launch.
 func TestMain(m *testing.M) {
 	if mode := os.Getenv(mwHelperEnv); mode != "" {
-		if err := mwHelper(mode); err != nil {
+		run := mwHelper
+		if mode == "elastic" {
+			run = elasticHelper
+		}
+		if err := run(mode); err != nil {
 			fmt.Fprintln(os.Stderr, "helper:", err)
 			os.Exit(3)
 		}
