@@ -18,6 +18,8 @@ func init() {
 		"BindAllEnv":                 reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_BIND_ALL\"", token.STRING, 0)),
 		"BindAllFromEnv":             reflect.ValueOf(cluster.BindAllFromEnv),
 		"Chief":                      reflect.ValueOf(constant.MakeFromLiteral("\"chief\"", token.STRING, 0)),
+		"ElasticEnv":                 reflect.ValueOf(constant.MakeFromLiteral("\"GODIST_ELASTIC_MIN\"", token.STRING, 0)),
+		"ElasticFromEnv":             reflect.ValueOf(cluster.ElasticFromEnv),
 		"ErrStopped":                 reflect.ValueOf(&cluster.ErrStopped).Elem(),
 		"Evaluator":                  reflect.ValueOf(constant.MakeFromLiteral("\"evaluator\"", token.STRING, 0)),
 		"ExpandHostlist":             reflect.ValueOf(cluster.ExpandHostlist),

@@ -88,6 +88,7 @@ func init() {
 		"WithCommunicationTimeout":       reflect.ValueOf(distribute.WithCommunicationTimeout),
 		"WithCrossDeviceOps":             reflect.ValueOf(distribute.WithCrossDeviceOps),
 		"WithDevices":                    reflect.ValueOf(distribute.WithDevices),
+		"WithElastic":                    reflect.ValueOf(distribute.WithElastic),
 		"WithHealthCheck":                reflect.ValueOf(distribute.WithHealthCheck),
 		"WithPSTimeout":                  reflect.ValueOf(distribute.WithPSTimeout),
 		"WithParameterDevice":            reflect.ValueOf(distribute.WithParameterDevice),
@@ -109,6 +110,7 @@ func init() {
 		"DistributedDataset":          reflect.ValueOf((*distribute.DistributedDataset)(nil)),
 		"DistributedIterator":         reflect.ValueOf((*distribute.DistributedIterator)(nil)),
 		"DistributedValue":            reflect.ValueOf((*distribute.DistributedValue)(nil)),
+		"ElasticWorkers":              reflect.ValueOf((*distribute.ElasticWorkers)(nil)),
 		"FixedShardsPartitioner":      reflect.ValueOf((*distribute.FixedShardsPartitioner)(nil)),
 		"GradientBucketer":            reflect.ValueOf((*distribute.GradientBucketer)(nil)),
 		"GradientBucketing":           reflect.ValueOf((*distribute.GradientBucketing)(nil)),
@@ -140,6 +142,7 @@ func init() {
 		"PerWorkerIterator":           reflect.ValueOf((*distribute.PerWorkerIterator)(nil)),
 		"ReduceOp":                    reflect.ValueOf((*distribute.ReduceOp)(nil)),
 		"ReductionToOneDevice":        reflect.ValueOf((*distribute.ReductionToOneDevice)(nil)),
+		"Regrouped":                   reflect.ValueOf((*distribute.Regrouped)(nil)),
 		"RemoteFunc":                  reflect.ValueOf((*distribute.RemoteFunc)(nil)),
 		"RemoteValue":                 reflect.ValueOf((*distribute.RemoteValue)(nil)),
 		"ReplicaContext":              reflect.ValueOf((*distribute.ReplicaContext)(nil)),
@@ -151,6 +154,7 @@ func init() {
 		"ShardedVariable":             reflect.ValueOf((*distribute.ShardedVariable)(nil)),
 		"Strategy":                    reflect.ValueOf((*distribute.Strategy)(nil)),
 		"StrategyExtended":            reflect.ValueOf((*distribute.StrategyExtended)(nil)),
+		"TooFewWorkersError":          reflect.ValueOf((*distribute.TooFewWorkersError)(nil)),
 		"ValueContext":                reflect.ValueOf((*distribute.ValueContext)(nil)),
 		"WorkerContext":               reflect.ValueOf((*distribute.WorkerContext)(nil)),
 		"WorkerFunc":                  reflect.ValueOf((*distribute.WorkerFunc)(nil)),
@@ -161,6 +165,7 @@ func init() {
 		"_CentralStorageOption":   reflect.ValueOf((*_godist_distlib_distribute_CentralStorageOption)(nil)),
 		"_Coordinated":            reflect.ValueOf((*_godist_distlib_distribute_Coordinated)(nil)),
 		"_CrossDeviceOps":         reflect.ValueOf((*_godist_distlib_distribute_CrossDeviceOps)(nil)),
+		"_ElasticWorkers":         reflect.ValueOf((*_godist_distlib_distribute_ElasticWorkers)(nil)),
 		"_GradientBucketer":       reflect.ValueOf((*_godist_distlib_distribute_GradientBucketer)(nil)),
 		"_GradientBucketing":      reflect.ValueOf((*_godist_distlib_distribute_GradientBucketing)(nil)),
 		"_GradientTermsApplier":   reflect.ValueOf((*_godist_distlib_distribute_GradientTermsApplier)(nil)),
@@ -262,6 +267,20 @@ func (W _godist_distlib_distribute_CrossDeviceOps) String() string {
 		return ""
 	}
 	return W.WString()
+}
+
+// _godist_distlib_distribute_ElasticWorkers is an interface wrapper for ElasticWorkers type
+type _godist_distlib_distribute_ElasticWorkers struct {
+	IValue       interface{}
+	WRegroup     func(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (distribute.Regrouped, error)
+	WRegroupable func(err error) bool
+}
+
+func (W _godist_distlib_distribute_ElasticWorkers) Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (distribute.Regrouped, error) {
+	return W.WRegroup(ctx, done, cause, state)
+}
+func (W _godist_distlib_distribute_ElasticWorkers) Regroupable(err error) bool {
+	return W.WRegroupable(err)
 }
 
 // _godist_distlib_distribute_GradientBucketer is an interface wrapper for GradientBucketer type

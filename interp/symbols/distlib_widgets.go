@@ -47,6 +47,7 @@ func init() {
 		"StateDown":           reflect.ValueOf(widgets.StateDown),
 		"StateExited":         reflect.ValueOf(widgets.StateExited),
 		"StateFailed":         reflect.ValueOf(widgets.StateFailed),
+		"StateLost":           reflect.ValueOf(widgets.StateLost),
 		"StateRunning":        reflect.ValueOf(widgets.StateRunning),
 		"StateStarting":       reflect.ValueOf(widgets.StateStarting),
 		"StateStopped":        reflect.ValueOf(widgets.StateStopped),
