@@ -136,4 +136,12 @@ type ElasticWorkers interface {
 	// worker of the group must call it; a *TooFewWorkersError says fewer than the minimum
 	// remain.
 	Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (Regrouped, error)
+	// Join joins the job, once, before Fit's first epoch: a worker of the first group gets
+	// no state; a worker that started later waits until the group admits it at an epoch's
+	// end, and gets the epoch it starts at and the state there.
+	Join(ctx context.Context) (Admission, error)
+	// Admit, at an epoch's end (every worker of the group, after the wait there), lets the
+	// workers that asked to join in: next is the epoch they start at; on the chief, state
+	// is called for what they need. It reports whether the group changed.
+	Admit(ctx context.Context, next int, state func() ([]byte, error)) (bool, error)
 }

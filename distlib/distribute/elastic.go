@@ -253,6 +253,9 @@ func (s *MultiWorkerMirroredStrategy) regroup(ctx context.Context, done int64, c
 				s.peer(r), dones[r], s.peer(root), most)
 		}
 	}
+	for _, r := range gone {
+		s.el.gone[r] = true
+	}
 	if err := s.startGeneration(g.n+1, left); err != nil {
 		return Regrouped{}, err
 	}

@@ -125,6 +125,9 @@ func (s *MultiWorkerMirroredStrategy) unavailable(op string, err error) error {
 // then every waitLogInterval. It returns an error naming a task that did not connect before
 // ctx ended, or one that refused this worker.
 func (s *MultiWorkerMirroredStrategy) join(ctx context.Context) error {
+	if s.el != nil && len(s.peers) > 1 {
+		return s.elasticJoin(ctx)
+	}
 	pg, ok := s.t.(collective.PeerWaiter)
 	if !ok || len(s.peers) <= 1 {
 		return nil

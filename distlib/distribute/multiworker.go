@@ -138,7 +138,15 @@ type MultiWorkerMirroredStrategy struct {
 // elasticConfig is WithElastic's.
 type elasticConfig struct {
 	min, max int
-	wait     time.Duration // how long a regroup waits for a worker's note or state
+	wait     time.Duration // how long a regroup waits for a worker's note or state, the chief for the workers at the start
+
+	joins    joinRequests // the ranks that asked to be admitted
+	gone     map[int]bool // the ranks a regroup left out (never admitted again)
+	admitted *Admission   // this worker's admission at an epoch's end, until Join returns it
+	// adopting is true from this worker's admission at an epoch's end to its first
+	// collective: the state Fit restores holds the variables' values, so chief broadcasts
+	// (a model built meanwhile) keep the local ones; the group is not broadcasting.
+	adopting bool
 }
 
 // NewMultiWorkerMirroredStrategy returns the strategy of this worker. Options:
@@ -231,17 +239,12 @@ func (s *MultiWorkerMirroredStrategy) makeElastic(mo *multiOptions) error {
 	if wait <= 0 {
 		wait = DefaultHealthCheckTimeout
 	}
-	s.el = &elasticConfig{min: lo, max: hi, wait: min(wait, s.timeout)}
+	s.el = &elasticConfig{min: lo, max: hi, wait: min(wait, s.timeout), gone: map[int]bool{}}
 	s.ext = &elasticExtended{*s.ext.(*multiWorkerExtended)}
-	if s.workers <= 1 {
-		return nil
+	if s.workers > 1 {
+		logf("INFO", "elastic training: the job goes on while at least %d of its %d workers remain", lo, s.workers)
 	}
-	all := make([]int, s.workers)
-	for i := range all {
-		all[i] = i
-	}
-	logf("INFO", "elastic training: the job goes on while at least %d of its %d workers remain", lo, s.workers)
-	return s.startGeneration(0, all)
+	return nil // the first generation starts when the workers join (elasticJoin)
 }
 
 // joinCluster reads the cluster and, when it has more than one worker, starts gRPC.
@@ -349,6 +352,9 @@ func (s *MultiWorkerMirroredStrategy) collective(ctx context.Context, name strin
 		return s.stepError(ctx, name, err)
 	}
 	defer s.endTurn()
+	if s.el != nil {
+		s.el.adopting = false
+	}
 	opts := []collective.Option{
 		collective.Tag(fmt.Sprintf("mwms/%s/%d", name, seq)),
 		collective.CommunicationOptions{Timeout: s.timeout},
@@ -465,6 +471,12 @@ func (s *MultiWorkerMirroredStrategy) allReduceWorkers(ctx context.Context, op R
 // broadcastFromChiefContext returns the chief's value of t on every worker.
 func (s *MultiWorkerMirroredStrategy) broadcastFromChiefContext(ctx context.Context, t *tensor.Tensor) (*tensor.Tensor, error) {
 	if s.workers <= 1 {
+		return t, nil
+	}
+	if err := s.ensureJoined(ctx); err != nil {
+		return nil, s.stepError(ctx, opJoin, err)
+	}
+	if s.el != nil && s.el.adopting {
 		return t, nil
 	}
 	buf := append([]float32(nil), t.Data()...)

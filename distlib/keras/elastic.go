@@ -47,9 +47,19 @@ func (e *syncTrainer) runElastic(ctx context.Context, step func() (stats, error)
 // is no error: every step is done, and the workers gone had completed them too or are lost
 // (a worker that completed this wait has left Fit, and one that completes it knows every
 // worker completed every step).
-func (e *syncTrainer) syncWorkers(ctx context.Context, last bool) error {
+func (e *syncTrainer) syncWorkers(ctx context.Context, epoch int, last bool) error {
 	for {
 		err := e.m.syncWorkers(ctx)
+		if err == nil && e.paths.elastic != nil {
+			// Workers that asked to join come in now, at the next epoch.
+			var changed bool
+			last := e.last
+			changed, err = e.paths.elastic.Admit(ctx, epoch+1, func() ([]byte, error) { return e.m.encodeElasticState(last), nil })
+			if changed {
+				e.m.mw.bucketer, e.m.mw.sizes = nil, nil
+				e.m.mw.balance.speed, e.m.mw.balance.active = nil, false
+			}
+		}
 		if err == nil || e.paths.elastic == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
 			return err
 		}
@@ -88,6 +98,23 @@ func (e *syncTrainer) regroup(ctx context.Context, done int64, cause error) (beh
 	m.step = rg.Done
 	m.mu.Unlock()
 	return rg.State != nil, st, nil
+}
+
+// join joins an elastic job (nothing otherwise) before Fit's first epoch: a worker admitted
+// at another's epoch's end takes the state there and starts at the next epoch.
+func (e *syncTrainer) join(ctx context.Context) error {
+	if e.paths.elastic == nil {
+		return nil
+	}
+	a, err := e.paths.elastic.Join(ctx)
+	if err != nil || a.State == nil {
+		return err
+	}
+	if _, err := e.m.restoreElasticState(a.State); err != nil {
+		return err
+	}
+	e.m.mw.joined = a.Epoch
+	return nil
 }
 
 // stepCount returns the number of training steps the model has started.

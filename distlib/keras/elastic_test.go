@@ -166,6 +166,90 @@ func TestElasticFitLosesAWorker(t *testing.T) {
 	}
 }
 
+// A fourth worker started while three train joins at an epoch's end: it takes the state
+// there, trains the following epochs with the others, and all four end with the same
+// weights, every global batch trained once per epoch, whole.
+func TestElasticFitWorkerJoins(t *testing.T) {
+	const n, epochs, steps, batch = 4, 3, 10, 6
+	splitCPU(t, n)
+	ds := countingData(steps, batch)
+	mems := transport.NewMem(n)
+	first, final := make([][]float32, n), make([][]float32, n)
+	hist := make([]*History, n)
+	errs := make([]error, n)
+	started := make(chan struct{}) // worker 3 starts once the others have trained a step
+	var once sync.Once
+	var wg sync.WaitGroup
+	run := func(w int) {
+		defer wg.Done()
+		defer mems[w].Close()
+		defer func() {
+			if p := recover(); p != nil {
+				errs[w] = fmt.Errorf("%v", p)
+			}
+		}()
+		s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
+			distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second),
+			distribute.WithHealthCheck(0, time.Second), distribute.WithElastic(3, 0))
+		defer s.Close()
+		var m *Model
+		inProcessScopes.Lock()
+		s.Scope(func() {
+			m = Sequential(layers.Dense(1, layers.UseBias(false)))
+			m.Compile(SGD(0.1), MeanSquaredError())
+		})
+		inProcessScopes.Unlock()
+		epoch := 0
+		cb := LambdaCallback{
+			OnEpochBegin: func(e int, _ Logs) { epoch = e },
+			OnTrainBatchEnd: func(b int, _ Logs) {
+				if epoch == 0 && b == 0 {
+					first[w] = append([]float32(nil), m.GetWeights()[0].Data()...)
+				}
+				if w == 0 && epoch == 0 && b == 2 {
+					once.Do(func() { close(started) })
+				}
+				if w == 0 && epoch == 0 {
+					time.Sleep(20 * time.Millisecond) // room for worker 3 to ask before the epoch ends
+				}
+			},
+		}
+		hist[w] = m.Fit(ds, Epochs(epochs), Callbacks(cb), Verbose(0))
+		final[w] = m.GetWeights()[0].Data()
+	}
+	for w := range n - 1 {
+		wg.Add(1)
+		go run(w)
+	}
+	// No worker may be in its strategy's scope while another's Fit looks for the strategy
+	// in scope: worker 3 makes its model once the others train.
+	<-started
+	wg.Add(1)
+	go run(n - 1)
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the workers did not finish within 60 s")
+	}
+	for w := range n - 1 {
+		if errs[w] != nil {
+			t.Fatalf("worker %d: %v", w, errs[w])
+		}
+		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), first[w], final[w], epochs)
+	}
+	if errs[n-1] != nil {
+		t.Fatalf("worker 3: %v", errs[n-1])
+	}
+	if !slices.Equal(final[0], final[n-1]) || !slices.Equal(final[0], final[1]) {
+		t.Errorf("the workers end with different weights:\n%v\n%v", final[0], final[n-1])
+	}
+	if got := len(hist[n-1].Epoch); got < 1 || got >= epochs {
+		t.Errorf("worker 3 trained %d epochs (%v), want the last 1 or 2 of %d", got, hist[n-1].Epoch, epochs)
+	}
+}
+
 // Below min the survivors stop, naming the lost worker.
 func TestElasticFitBelowMin(t *testing.T) {
 	_, _, errs := elasticFit(t, 2, 2, 1, 6, 4, 1, 0, 2)

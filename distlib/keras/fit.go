@@ -92,8 +92,19 @@ func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *
 	}
 	m.mw.resume = 0
 	f.trainBegin()
-	start := max(cfg.initialEpoch, m.mw.resume) // BackupAndRestore resumes after its backup
-	m.mw.resume = 0
+	// BackupAndRestore resumes after its backup; a worker admitted into an elastic job
+	// later starts where the others are.
+	start := max(cfg.initialEpoch, m.mw.resume, m.mw.joined)
+	if m.mw.joined > 0 && cfg.steps > 0 {
+		// With StepsPerEpoch the epochs share one iterator: take it to where the others' is.
+		it = ds.Iterator()
+		for range m.mw.joined * cfg.steps {
+			if _, ok := nextBatch(ds, &it, cfg.steps, rows); !ok {
+				break
+			}
+		}
+	}
+	m.mw.resume, m.mw.joined = 0, 0
 	for epoch := start; epoch < cfg.epochs && !m.StopTraining; epoch++ {
 		f.epochBegin(epoch)
 		if cfg.steps == 0 && it != nil {
@@ -207,22 +218,22 @@ type fitLoop struct {
 	cbs    []Callback
 	prog   *progress // nil when silent
 	logs   Logs      // the last epoch's
-	// sync waits for the other workers at an epoch's end (last: Fit's last): the trainer's
-	// (workerSyncer), else Model.syncWorkers.
-	sync func(ctx context.Context, last bool) error
+	// sync waits for the other workers at the end of epoch (last: Fit's last): the
+	// trainer's (workerSyncer), else Model.syncWorkers.
+	sync func(ctx context.Context, epoch int, last bool) error
 }
 
 // workerSyncer is implemented by trainers with their own wait for the other workers at an
-// epoch's end (elastic training regroups there).
+// epoch's end (elastic training regroups and admits workers there).
 type workerSyncer interface {
-	syncWorkers(ctx context.Context, last bool) error
+	syncWorkers(ctx context.Context, epoch int, last bool) error
 }
 
 // newFitLoop prepares the History and the callbacks of a Fit over ds and clears
 // m.StopTraining.
 func (m *Model) newFitLoop(ctx context.Context, cfg *runConfig, ds *data.Dataset) *fitLoop {
 	f := &fitLoop{ctx: ctx, m: m, cfg: cfg, hist: newHistory(), target: cfg.steps,
-		sync: func(ctx context.Context, _ bool) error { return m.syncWorkers(ctx) }}
+		sync: func(ctx context.Context, _ int, _ bool) error { return m.syncWorkers(ctx) }}
 	if f.target == 0 && ds.Cardinality() >= 0 {
 		f.target = ds.Cardinality()
 	}
@@ -311,7 +322,7 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	// reads LatestCheckpoint once Fit returns finds the last epoch's), as TensorFlow's
 	// collective saves make it under MultiWorkerMirroredStrategy.
 	if _, workers := f.m.strategy.Extended().Worker(); workers > 1 {
-		if err := f.sync(f.ctx, epoch == f.cfg.epochs-1 || f.m.StopTraining); err != nil && f.ctx.Err() == nil {
+		if err := f.sync(f.ctx, epoch, epoch == f.cfg.epochs-1 || f.m.StopTraining); err != nil && f.ctx.Err() == nil {
 			panic(fmt.Errorf("keras: Fit epoch %d: waiting for the other workers after the epoch's callbacks: %w", epoch+1, err))
 		}
 	}

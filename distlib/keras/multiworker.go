@@ -63,6 +63,7 @@ type multiWorker struct {
 	bucketer    distribute.GradientBucketer
 	sizes       []int // the bucketer's tensor sizes
 	resume      int   // the epoch Fit starts at, set by BackupAndRestore (0: none)
+	joined      int   // the epoch Fit starts at, for a worker admitted into an elastic job later (0: none)
 	balance     workerBalance
 }
 

@@ -101,10 +101,10 @@ func (e *syncTrainer) kind() string { return syncTrainerKind }
 
 func (e *syncTrainer) params(map[string]int) {}
 
-func (e *syncTrainer) begin(_ context.Context, cfg *runConfig, _ *data.Dataset) error {
+func (e *syncTrainer) begin(ctx context.Context, cfg *runConfig, _ *data.Dataset) error {
 	e.metrics = e.m.compiledMetrics()
 	e.m.mw.balance = workerBalance{enabled: cfg.balanceWorkers}
-	return nil
+	return e.join(ctx)
 }
 
 func (e *syncTrainer) batchesPerStep() int { return 1 }
