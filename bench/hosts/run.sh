@@ -14,6 +14,8 @@
 #   ROUNDS=1     godist then gloo, ROUNDS times; the summary takes the median over rounds
 #   FIT=1        then bench/hosts/fit.sh: MWMS Fit against DDP gloo on 2 and 4 hosts (0: not);
 #                FIT_LINKS, FIT_HOSTS, FIT_ROUNDS (default 2) are its LINKS, HOSTS, ROUNDS
+#   ELASTIC=1    then bench/hosts/elastic.sh: the elastic re-form, 4 hosts to 3 (0: not);
+#                ELASTIC_LINKS, ELASTIC_ROUNDS (default 3) are its LINKS, ROUNDS
 # The defaults take about 2 minutes on 2 vCPUs (bench/RESULTS.md, hosts, ran ROUNDS=3), and
 # fit.sh's about 2 more.
 #
@@ -32,6 +34,7 @@ ROUNDS=${ROUNDS:-1}
 WARMUP=${WARMUP:-2}
 GLOO=${GLOO:-1}
 FIT=${FIT:-1}
+ELASTIC=${ELASTIC:-1}
 export GDH_NAME=gdh-$$
 hosts=(bash "$here/hosts.sh")
 
@@ -177,4 +180,10 @@ if [ "$FIT" = 1 ]; then
   "${hosts[@]}" down
   echo "--- MWMS Fit between hosts (bench/hosts/fit.sh)"
   LINKS=${FIT_LINKS:-} HOSTS=${FIT_HOSTS:-} ROUNDS=${FIT_ROUNDS:-2} bash "$here/fit.sh"
+fi
+
+if [ "$ELASTIC" = 1 ]; then
+  "${hosts[@]}" down
+  echo "--- elastic re-form between hosts (bench/hosts/elastic.sh)"
+  LINKS=${ELASTIC_LINKS:-} ROUNDS=${ELASTIC_ROUNDS:-3} bash "$here/elastic.sh"
 fi
