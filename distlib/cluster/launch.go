@@ -10,11 +10,13 @@ import (
 	"godist/distlib/progress"
 	"godist/internal/freeport"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -222,7 +224,13 @@ func launchSlurm(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 			byRank = append(byRank, Task{job, i})
 		}
 	}
-	args := append([]string{"--ntasks=" + strconv.Itoa(total), "--label", "--kill-on-bad-exit=1"}, spec.SrunArgs...)
+	kill := []string{"--kill-on-bad-exit=1"}
+	if spec.MinWorkers > 0 {
+		// Elastic: a failed task, or a node lost from the allocation, leaves the others
+		// running; they regroup.
+		kill = []string{"--kill-on-bad-exit=0", "--no-kill"}
+	}
+	args := append(append([]string{"--ntasks=" + strconv.Itoa(total), "--label"}, kill...), spec.SrunArgs...)
 	args = append(append(args, spec.Program), spec.Args...)
 	cmd := exec.Command(srun, args...)
 	env := []string{}
@@ -233,8 +241,33 @@ func launchSlurm(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 	}
 	cmd.Env = append(append(env, spec.Env...), "GODIST_SLURM_JOBS="+strings.Join(counts, ","), TokenEnv+"="+spec.Token)
 	rt := &runningTask{task: Task{"srun", 0}, cmd: cmd}
+	var mu sync.Mutex
+	failed := map[int]string{} // srun's rank -> how srun says it ended
+	if spec.MinWorkers > 0 {
+		rt.survived = func() []string {
+			mu.Lock()
+			defer mu.Unlock()
+			left := total - len(failed)
+			if len(failed) == 0 || left < spec.MinWorkers {
+				return nil
+			}
+			var lines []string
+			for _, r := range slices.Sorted(maps.Keys(failed)) {
+				lines = append(lines, fmt.Sprintf("[launch] task %s lost: %s; the job went on with %d chief and worker tasks (at least %d)",
+					byRank[r], failed[r], left, spec.MinWorkers))
+			}
+			return lines
+		}
+	}
 	return supervise(ctx, spec, []*runningTask{rt}, out, func(*runningTask) *prefixWriter {
 		return &prefixWriter{out: out, relabel: func(line []byte) []byte {
+			if m := srunTaskEnd.FindSubmatch(line); m != nil {
+				if r, err := strconv.Atoi(string(m[1])); err == nil && r < len(byRank) {
+					mu.Lock()
+					failed[r] = string(m[2])
+					mu.Unlock()
+				}
+			}
 			m := srunLabel.FindSubmatch(line)
 			if m == nil {
 				return append([]byte("[srun] "), line...)
@@ -250,6 +283,10 @@ func launchSlurm(ctx context.Context, spec LaunchSpec, jobs map[string]int, out 
 
 var srunLabel = regexp.MustCompile(`^\s*(\d+): ?(.*)$`)
 
+// srunTaskEnd matches srun's report of a task that failed: "srun: error: node1: task 2:
+// Killed", "srun: error: node1: task 1: Exited with exit code 3".
+var srunTaskEnd = regexp.MustCompile(`^srun: error: [^:]+: tasks? (\d+): (.*)$`)
+
 type runningTask struct {
 	task Task
 	addr string
@@ -259,6 +296,9 @@ type runningTask struct {
 	// order the task wrote them (two pipes read by two goroutines would let a panic on
 	// stderr overtake the lines printed before it).
 	out *prefixWriter
+	// survived, when not nil, is asked about the task's failure: the lines that report the
+	// losses an elastic job went on without (srun's tasks), or nil when it is a failure.
+	survived func() []string
 }
 
 type result struct {
@@ -369,6 +409,14 @@ func supervise(ctx context.Context, spec LaunchSpec, tasks []*runningTask, out *
 		select {
 		case r := <-results:
 			reaped(r)
+			if r.err != nil && !stopping && r.rt.survived != nil {
+				if lines := r.rt.survived(); lines != nil {
+					for _, l := range lines {
+						out.Write([]byte(l + "\n"))
+					}
+					r.err = nil
+				}
+			}
 			if r.err != nil && !stopping && spec.MinWorkers > 0 && trainers > spec.MinWorkers && !serves(r.rt.task) {
 				// Elastic: the others regroup without it.
 				trainers--

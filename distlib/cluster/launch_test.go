@@ -20,6 +20,7 @@ import (
 	"godist/distlib/collective"
 	"godist/distlib/display"
 	"godist/internal/leakcheck"
+	"godist/internal/slurmtest"
 )
 
 const helperEnv = "GODIST_CLUSTER_TEST_HELPER"
@@ -39,6 +40,14 @@ func TestMain(m *testing.M) {
 // helper is one task: it prints its TF_CONFIG, then all-reduces over the cluster's transport.
 func helper(mode string) error {
 	fmt.Println("TF_CONFIG=" + os.Getenv("TF_CONFIG"))
+	if mode == "elastic-slurm" { // srun's task 1 is killed; the others go on a while and end well
+		if os.Getenv("SLURM_PROCID") == "1" {
+			return syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+		time.Sleep(time.Second)
+		fmt.Printf("task %s ends well\n", os.Getenv("SLURM_PROCID"))
+		return nil
+	}
 	if mode == "cpus" {
 		return printCPUs()
 	}
@@ -559,5 +568,43 @@ func TestLaunchElasticErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), "an elastic job (MultiWorkerMirroredStrategy, no ps tasks) needs between 1 and its") {
 			t.Errorf("Launch(%+v) = %v, want the elastic job's error", spec, err)
 		}
+	}
+}
+
+// TestLaunchElasticSlurm: under a real Slurm (srun), with MinWorkers 2, srun's task 1 of 3 is
+// killed; srun leaves the others running (--kill-on-bad-exit=0 --no-kill) and the job
+// succeeds, the launcher naming the lost task from srun's report. With MinWorkers 3, the
+// same loss fails the job.
+func TestLaunchElasticSlurm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Slurm cluster")
+	}
+	c := slurmtest.Start(t) // skips without root or without slurm-wlm and munge
+	for _, min := range []int{2, 3} {
+		t.Run(fmt.Sprint("min ", min), func(t *testing.T) {
+			var out bytes.Buffer
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			spec := helperSpec(3, 0, "elastic-slurm", &out)
+			spec.Slurm, spec.MinWorkers = true, min
+			spec.Env = append(spec.Env, c.Env()...)
+			err := Launch(ctx, spec)
+			if min == 3 {
+				if err == nil {
+					t.Fatalf("Launch = nil, want the job to fail without 3 tasks\n%s", out.String())
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Launch = %v, want success after losing srun's task 1\n%s\n%s", err, out.String(), c.Logs())
+			}
+			if testing.Verbose() {
+				t.Logf("the job's output:\n%s", out.String())
+			}
+			lost := regexp.MustCompile(`(?m)^\[launch\] task worker 1 lost: .+; the job went on with 2 chief and worker tasks \(at least 2\)$`)
+			if !lost.MatchString(out.String()) || strings.Count(out.String(), "ends well") != 2 {
+				t.Errorf("output does not report the loss as %s and the 2 others ending well:\n%s", lost, out.String())
+			}
+		})
 	}
 }
