@@ -28,6 +28,7 @@ func TestPanelRowApply(t *testing.T) {
 		{"starting can fail", []PanelEvent{{Task: "worker 0"}, {State: StateFailed}}, StateFailed, "", 0, 0},
 		{"exited is final", []PanelEvent{{Task: "worker 0"}, {State: StateExited}, {State: StateRunning}, {State: StateFailed}}, StateExited, "", 0, 0},
 		{"failed is final", []PanelEvent{{Task: "worker 0"}, {State: StateFailed}, {State: StateStopped}}, StateFailed, "", 0, 0},
+		{"lost is final", []PanelEvent{{Task: "worker 2", State: StateRunning}, {State: StateLost}, {State: StateExited}}, StateLost, "", 0, 0},
 		{"stopped is final, late line kept", []PanelEvent{{Task: "worker 0"}, {State: StateStopped}, {Line: "bye"}}, StateStopped, "bye", 0, 0},
 		{"new epoch resets the step", []PanelEvent{{Task: "w"}, {Epoch: 1, Epochs: 2}, {Step: 5, Steps: 8}, {Epoch: 2, Epochs: 2, Steps: 8}}, StateRunning, "", 2, 0},
 		{"down and up again", []PanelEvent{{Task: "w", State: StateRunning}, {State: StateDown}, {State: StateRunning}}, StateRunning, "", 0, 0},
@@ -61,6 +62,7 @@ func TestPanelRender(t *testing.T) {
 	s := PanelSnapshot{Title: "%%distributed", Status: "failed", Rows: []PanelRow{
 		PanelRow{}.Apply(PanelEvent{Task: "worker 0", Addr: "127.0.0.1:5000", Epoch: 2, Epochs: 3, Step: 7, Steps: 10, Samples: 2469, At: 2 * time.Second, Line: "loss <1>"}),
 		PanelRow{}.Apply(PanelEvent{Task: "worker 1", Addr: "127.0.0.1:5001", Line: "panic: boom"}).Apply(PanelEvent{State: StateFailed}),
+		PanelRow{}.Apply(PanelEvent{Task: "worker 2", Addr: "127.0.0.1:5002", Line: "step 5"}).Apply(PanelEvent{State: StateLost}),
 	}, Counters: [][2]string{{"closures done", "3/4"}}}
 	h := s.HTML()
 	for _, want := range []string{
@@ -68,6 +70,7 @@ func TestPanelRender(t *testing.T) {
 		`<td class="godist-task-state godist-state-running">running</td>`, "<td>2/3</td>", "<td>7/10</td>", "<td>1234.5</td>",
 		"<code>loss &lt;1&gt;</code>", `<td class="godist-task-state godist-state-failed">failed</td>`,
 		`<pre class="godist-task-failure">panic: boom</pre>`, `<div class="godist-cluster-status"><b>%%distributed</b>: failed</div>`,
+		`<td class="godist-task-state godist-state-lost">lost</td>`, `<div>worker 2 was lost (the job went on without it); its last lines:</div><pre class="godist-task-failure">step 5</pre>`,
 		`closures done: <span class="godist-counter">3/4</span>`,
 	} {
 		if !strings.Contains(h, want) {
@@ -80,7 +83,9 @@ func TestPanelRender(t *testing.T) {
 		"task      address         state    epoch  step  samples/s (last 10 s)  last line\n" +
 		"worker 0  127.0.0.1:5000  running  2/3    7/10  1234.5                 loss <1>\n" +
 		"worker 1  127.0.0.1:5001  failed                                       panic: boom\n" +
-		"worker 1 failed; its last lines:\n  panic: boom\n"
+		"worker 2  127.0.0.1:5002  lost                                         step 5\n" +
+		"worker 1 failed; its last lines:\n  panic: boom\n" +
+		"worker 2 was lost (the job went on without it); its last lines:\n  step 5\n"
 	if txt != want {
 		t.Errorf("Text:\n%s\nwant:\n%s", txt, want)
 	}
