@@ -266,6 +266,7 @@ func TestElasticFitBelowMin(t *testing.T) {
 type elasticResult struct {
 	First, Final []float32
 	Workers      int // the workers at the end
+	Epochs       int // the epochs this worker trained
 }
 
 // elasticHelper is one worker task of TestElasticFitProcesses: it trains countingData for 2
@@ -274,11 +275,29 @@ type elasticResult struct {
 // of step GODIST_KERAS_ELASTIC_STEP of the first epoch. It writes an elasticResult to
 // GODIST_KERAS_MW_OUT.N (N: its worker index at the start).
 func elasticHelper(string) error {
-	s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithCommunicationTimeout(30 * time.Second))
+	// A late worker (GODIST_KERAS_ELASTIC_LATE) starts 3 s after the others, which wait 1 s
+	// for it (the regroup wait) and start without it; each epoch of theirs takes about 1 s.
+	late := os.Getenv("GODIST_KERAS_ELASTIC_LATE")
+	var cfg cluster.TFConfig
+	if err := json.Unmarshal([]byte(os.Getenv("TF_CONFIG")), &cfg); err != nil {
+		return err
+	}
+	if late != "" && strconv.Itoa(cfg.Task.Index) == late {
+		time.Sleep(3 * time.Second)
+	}
+	s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithCommunicationTimeout(30*time.Second),
+		distribute.WithHealthCheck(0, time.Second))
 	defer s.Close()
 	index, _ := s.Extended().Worker()
-	victim, _ := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_VICTIM"))
+	victim, err := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_VICTIM"))
+	if err != nil {
+		victim = -1
+	}
 	at, _ := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_STEP"))
+	epochs := 2
+	if late != "" {
+		epochs = 5
+	}
 	var m *Model
 	s.Scope(func() {
 		m = Sequential(layers.Dense(1, layers.UseBias(false)))
@@ -296,9 +315,12 @@ func elasticHelper(string) error {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				time.Sleep(time.Minute)
 			}
+			if late != "" && index == 0 {
+				time.Sleep(100 * time.Millisecond)
+			}
 		},
 	}
-	m.Fit(countingData(10, 6), Epochs(2), Callbacks(cb), Verbose(0))
+	res.Epochs = len(m.Fit(countingData(10, 6), Epochs(epochs), Callbacks(cb), Verbose(0)).Epoch)
 	res.Final = m.GetWeights()[0].Data()
 	_, res.Workers = s.Extended().Worker()
 	b, err := json.Marshal(res)
@@ -362,5 +384,55 @@ func TestElasticFitProcesses(t *testing.T) {
 				t.Logf("the job's output:\n%s", log.String())
 			}
 		})
+	}
+}
+
+// A fourth worker process of the cluster (gRPC, TF_CONFIG from godist's launcher) starts 3 s
+// after the other three, which start without it: it is admitted at an epoch's end, takes
+// the chief's state there, and the four end with equal weights in which every global batch
+// was trained once per epoch, whole.
+func TestElasticFitProcessJoins(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	out := filepath.Join(t.TempDir(), "result")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	err := cluster.Launch(ctx, cluster.LaunchSpec{Workers: 4, MinWorkers: 3, Program: os.Args[0], Args: []string{"-test.run=^$"},
+		Env:    []string{mwHelperEnv + "=elastic", "GODIST_KERAS_MW_OUT=" + out, "GODIST_KERAS_ELASTIC_LATE=3"},
+		Output: &log, GracePeriod: time.Second})
+	if err != nil {
+		t.Fatalf("the elastic job failed: %v\n%s", err, log.String())
+	}
+	for _, w := range []string{"elastic training starts with 3 of the 4 workers; worker 3 (127.0.0.1:", "[worker 3] INFO:distribute:admitted by worker 0 (127.0.0.1:"} {
+		if !strings.Contains(log.String(), w) {
+			t.Errorf("the job's output lacks %q", w)
+		}
+	}
+	res := make([]elasticResult, 4)
+	for w := range 4 {
+		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
+		if err != nil {
+			t.Fatalf("worker %d: %v\n%s", w, err, log.String())
+		}
+		if err := json.Unmarshal(b, &res[w]); err != nil {
+			t.Fatal(err)
+		}
+		if res[w].Workers != 4 {
+			t.Errorf("worker %d ends with %d workers, want 4", w, res[w].Workers)
+		}
+		if w < 3 {
+			checkTrainedOnce(t, fmt.Sprintf("worker %d", w), res[w].First, res[w].Final, 5)
+		}
+		if !slices.Equal(res[w].Final, res[0].Final) {
+			t.Errorf("worker %d ends with other weights than worker 0:\n%v\n%v", w, res[w].Final, res[0].Final)
+		}
+	}
+	if res[3].Epochs < 1 || res[3].Epochs > 4 {
+		t.Errorf("worker 3 trained %d epochs, want 1 to 4 of the 5 (it joined during the job)", res[3].Epochs)
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("the job's output:\n%s", log.String())
 	}
 }
