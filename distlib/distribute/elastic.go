@@ -253,9 +253,7 @@ func (s *MultiWorkerMirroredStrategy) regroup(ctx context.Context, done int64, c
 				s.peer(r), dones[r], s.peer(root), most)
 		}
 	}
-	for _, r := range gone {
-		s.el.gone[r] = true
-	}
+	s.el.joins.forget(gone)
 	if err := s.startGeneration(g.n+1, left); err != nil {
 		return Regrouped{}, err
 	}

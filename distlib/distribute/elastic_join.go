@@ -3,6 +3,7 @@ package distribute
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"godist/distlib/collective"
+	"godist/distlib/transport"
 )
 
 // Joining an elastic job. Every worker but the chief asks every other worker to be admitted
@@ -39,12 +41,18 @@ type admitMsg struct {
 	State   bool  `json:"state"`
 }
 
-// joinRequests are the ranks that asked to be admitted (watchJoins).
+// joinRequests counts the join requests of every rank (watchJoins): a rank asks once per
+// process, so a worker that was lost and started again asks again.
 type joinRequests struct {
-	mu   sync.Mutex
-	set  map[int]bool
-	more chan struct{} // closed and replaced at each request
+	mu    sync.Mutex
+	count map[int]int
+	seen  map[int]int   // the count when the rank was last admitted or lost
+	more  chan struct{} // closed and replaced at each request
 }
+
+// rejoinPoll is how often watchJoins looks again for a request from a rank that was lost:
+// its transport refuses receives from it until a process at its address connects again.
+const rejoinPoll = 250 * time.Millisecond
 
 const (
 	joinTag  = "elastic/join"
@@ -53,31 +61,58 @@ const (
 
 // watchJoins receives the join requests of every other rank, for the strategy's life.
 func (s *MultiWorkerMirroredStrategy) watchJoins() {
-	s.el.joins = joinRequests{set: map[int]bool{}, more: make(chan struct{})}
+	s.el.joins = joinRequests{count: map[int]int{}, seen: map[int]int{}, more: make(chan struct{})}
 	for r := range s.peers {
 		if r == s.rank {
 			continue
 		}
 		go func() {
-			if _, err := s.t.Recv(s.life, r, joinTag); err != nil {
-				return
+			for {
+				_, err := s.t.Recv(s.life, r, joinTag)
+				if s.life.Err() != nil {
+					return
+				}
+				if err != nil { // lost: a process at its address may connect again
+					select {
+					case <-time.After(rejoinPoll):
+						continue
+					case <-s.life.Done():
+						return
+					}
+				}
+				j := &s.el.joins
+				j.mu.Lock()
+				j.count[r]++
+				close(j.more)
+				j.more = make(chan struct{})
+				j.mu.Unlock()
 			}
-			j := &s.el.joins
-			j.mu.Lock()
-			j.set[r] = true
-			close(j.more)
-			j.more = make(chan struct{})
-			j.mu.Unlock()
 		}()
 	}
 }
 
-// requests returns the ranks that asked to be admitted, ascending, and a channel closed at
-// the next request.
+// requests returns the ranks waiting to be admitted (a request since they were last
+// admitted or lost), ascending, and a channel closed at the next request.
 func (j *joinRequests) requests() ([]int, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return sortedKeys(j.set), j.more
+	var out []int
+	for r, n := range j.count {
+		if n > j.seen[r] {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out, j.more
+}
+
+// forget records that ranks were admitted or lost: only a later request counts for them.
+func (j *joinRequests) forget(ranks []int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, r := range ranks {
+		j.seen[r] = j.count[r]
+	}
 }
 
 // elasticJoin is join under WithElastic: the chief starts the first generation; the other
@@ -114,6 +149,7 @@ func (s *MultiWorkerMirroredStrategy) elasticJoin(ctx context.Context) error {
 	if s.el.max > 0 && len(members) > s.el.max {
 		members = members[:s.el.max]
 	}
+	s.el.joins.forget(members)
 	for _, r := range members[1:] {
 		if err := s.sendAdmission(ctx, r, admitMsg{Gen: 0, Members: members}, nil); err != nil {
 			return err
@@ -144,7 +180,13 @@ func (s *MultiWorkerMirroredStrategy) ranksNot(members []int) string {
 // sendAdmission tells rank r it is admitted (m), then sends it state when m.State.
 func (s *MultiWorkerMirroredStrategy) sendAdmission(ctx context.Context, r int, m admitMsg, state []byte) error {
 	b, _ := json.Marshal(m)
-	if err := s.t.Send(ctx, r, admitTag, b); err != nil {
+	err := s.t.Send(ctx, r, admitTag, b)
+	if errors.Is(err, transport.ErrPeerLost) {
+		// A worker started again at a lost one's address: the first send finds the old
+		// process's connection gone and resets it; the next connects to the new one.
+		err = s.t.Send(ctx, r, admitTag, b)
+	}
+	if err != nil {
 		return s.regroupLoss(r, "admitting it", err)
 	}
 	if m.State {
@@ -241,7 +283,7 @@ func (s *MultiWorkerMirroredStrategy) admit(ctx context.Context, next int, state
 			room = s.el.max - len(s.gen.members)
 		}
 		for _, r := range asked {
-			if room > 0 && !slices.Contains(s.gen.members, r) && !s.el.gone[r] {
+			if room > 0 && !slices.Contains(s.gen.members, r) {
 				flags[r] = 1
 				room--
 			}
@@ -282,6 +324,7 @@ func (s *MultiWorkerMirroredStrategy) admit(ctx context.Context, next int, state
 		}
 	}
 	g.unwatch()
+	s.el.joins.forget(joiners)
 	names := make([]string, len(joiners))
 	for i, r := range joiners {
 		names[i] = s.peer(r).String()

@@ -140,8 +140,7 @@ type elasticConfig struct {
 	min, max int
 	wait     time.Duration // how long a regroup waits for a worker's note or state, the chief for the workers at the start
 
-	joins    joinRequests // the ranks that asked to be admitted
-	gone     map[int]bool // the ranks a regroup left out (never admitted again)
+	joins    joinRequests // the join requests of the other ranks
 	admitted *Admission   // this worker's admission at an epoch's end, until Join returns it
 	// adopting is true from this worker's admission at an epoch's end to its first
 	// collective: the state Fit restores holds the variables' values, so chief broadcasts
@@ -239,7 +238,7 @@ func (s *MultiWorkerMirroredStrategy) makeElastic(mo *multiOptions) error {
 	if wait <= 0 {
 		wait = DefaultHealthCheckTimeout
 	}
-	s.el = &elasticConfig{min: lo, max: hi, wait: min(wait, s.timeout), gone: map[int]bool{}}
+	s.el = &elasticConfig{min: lo, max: hi, wait: min(wait, s.timeout)}
 	s.ext = &elasticExtended{*s.ext.(*multiWorkerExtended)}
 	if s.workers > 1 {
 		logf("INFO", "elastic training: the job goes on while at least %d of its %d workers remain", lo, s.workers)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -24,6 +25,7 @@ import (
 	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
+	"godist/internal/freeport"
 )
 
 // countingData returns steps global batches of batch rows in which batch j is the one-hot
@@ -294,8 +296,8 @@ func elasticHelper(string) error {
 		victim = -1
 	}
 	at, _ := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_STEP"))
-	epochs := 2
-	if late != "" {
+	epochs, slow := 2, late != "" || os.Getenv("GODIST_KERAS_ELASTIC_SLOW") != ""
+	if slow {
 		epochs = 5
 	}
 	var m *Model
@@ -315,7 +317,7 @@ func elasticHelper(string) error {
 				_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
 				time.Sleep(time.Minute)
 			}
-			if late != "" && index == 0 {
+			if slow && index == 0 {
 				time.Sleep(100 * time.Millisecond)
 			}
 		},
@@ -435,4 +437,89 @@ func TestElasticFitProcessJoins(t *testing.T) {
 	if t.Failed() || testing.Verbose() {
 		t.Logf("the job's output:\n%s", log.String())
 	}
+}
+
+// A worker process killed (SIGKILL) in the first epoch and started again by hand, with the
+// same TF_CONFIG, comes back: the two others go on without it, then admit it at an epoch's
+// end; the three end with equal weights, every global batch trained once per epoch, whole.
+// The tasks are started as a user or a script would, without godist's launcher.
+func TestElasticFitWorkerComesBack(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts worker processes; skipped under -short")
+	}
+	ports, err := freeport.Consecutive("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := map[string][]string{cluster.Worker: nil}
+	for _, p := range ports {
+		spec[cluster.Worker] = append(spec[cluster.Worker], fmt.Sprintf("127.0.0.1:%d", p))
+	}
+	cs, err := cluster.NewClusterSpec(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "result")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var logs [4]bytes.Buffer // workers 0, 1, 2 and 2 again
+	start := func(i, rank int, extra ...string) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+		cfg := cluster.TFConfig{Cluster: cs, Task: cluster.Task{Type: cluster.Worker, Index: rank}}
+		cmd.Env = append(os.Environ(), mwHelperEnv+"=elastic", "GODIST_KERAS_MW_OUT="+out, "GODIST_KERAS_ELASTIC_SLOW=1",
+			cluster.TokenEnv+"=comes-back", cluster.ElasticEnv+"=2", "TF_CONFIG="+cfg.String())
+		cmd.Env = append(cmd.Env, extra...)
+		cmd.Stdout, cmd.Stderr = &logs[i], &logs[i]
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return cmd
+	}
+	cmds := []*exec.Cmd{start(0, 0), start(1, 1), start(2, 2, "GODIST_KERAS_ELASTIC_VICTIM=2", "GODIST_KERAS_ELASTIC_STEP=4")}
+	if err := cmds[2].Wait(); err == nil {
+		t.Fatalf("worker 2 was to kill itself; it ended well:\n%s", logs[2].String())
+	}
+	again := start(3, 2)
+	for i, c := range []*exec.Cmd{cmds[0], cmds[1], again} {
+		if err := c.Wait(); err != nil {
+			t.Fatalf("task %d: %v\n%s", i, err, logs[i+boolIndex(i == 2)].String())
+		}
+	}
+	all := logs[0].String() + logs[1].String() + logs[3].String()
+	for _, w := range []string{"worker 2 (127.0.0.1:", "lost; the 2 remaining workers go on after step", "joined; the 3 workers go on from epoch"} {
+		if !strings.Contains(all, w) {
+			t.Errorf("the workers' logs lack %q", w)
+		}
+	}
+	res := make([]elasticResult, 3)
+	for w := range 3 {
+		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
+		if err != nil {
+			t.Fatalf("worker %d: %v", w, err)
+		}
+		if err := json.Unmarshal(b, &res[w]); err != nil {
+			t.Fatal(err)
+		}
+		if w < 2 {
+			checkTrainedOnce(t, fmt.Sprintf("worker %d", w), res[w].First, res[w].Final, 5)
+		}
+		if res[w].Workers != 3 || !slices.Equal(res[w].Final, res[0].Final) {
+			t.Errorf("worker %d ends as one of %d workers with weights\n%v\nwant one of 3 with worker 0's\n%v", w, res[w].Workers, res[w].Final, res[0].Final)
+		}
+	}
+	if res[2].Epochs < 1 || res[2].Epochs > 4 {
+		t.Errorf("worker 2, started again, trained %d epochs, want 1 to 4 of the 5", res[2].Epochs)
+	}
+	if t.Failed() || testing.Verbose() {
+		for i := range logs {
+			t.Logf("task %d's output:\n%s", i, logs[i].String())
+		}
+	}
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
