@@ -151,7 +151,9 @@ func (s *MultiWorkerMirroredStrategy) startGeneration(n int, members []int) erro
 			}
 		}()
 	}
+	s.el.joins.forget(members)
 	s.gen, s.g = g, view
+	s.el.cur.Store(g)
 	s.worker, s.workers = view.Rank(), view.Size()
 	s.chief = s.worker == 0
 	s.seq = 0
@@ -215,6 +217,10 @@ func (s *MultiWorkerMirroredStrategy) regroup(ctx context.Context, done int64, c
 	}
 	dones := map[int]int64{s.rank: done}
 	for round := 1; ; round++ {
+		// A member that asked to join again was started again: its process is gone.
+		for _, r := range s.el.joins.again(g.members) {
+			lost[r] = true
+		}
 		if round > len(g.members)+1 {
 			return Regrouped{}, fmt.Errorf("distribute: worker %d: the workers did not agree on who goes on after %d rounds", s.rank, round-1)
 		}
@@ -253,7 +259,6 @@ func (s *MultiWorkerMirroredStrategy) regroup(ctx context.Context, done int64, c
 				s.peer(r), dones[r], s.peer(root), most)
 		}
 	}
-	s.el.joins.forget(gone)
 	if err := s.startGeneration(g.n+1, left); err != nil {
 		return Regrouped{}, err
 	}

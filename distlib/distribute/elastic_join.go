@@ -3,7 +3,6 @@ package distribute
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"godist/distlib/collective"
-	"godist/distlib/transport"
 )
 
 // Joining an elastic job. Every worker but the chief asks every other worker to be admitted
@@ -46,7 +44,7 @@ type admitMsg struct {
 type joinRequests struct {
 	mu    sync.Mutex
 	count map[int]int
-	seen  map[int]int   // the count when the rank was last admitted or lost
+	seen  map[int]int   // the count when the rank was last admitted
 	more  chan struct{} // closed and replaced at each request
 }
 
@@ -83,16 +81,23 @@ func (s *MultiWorkerMirroredStrategy) watchJoins() {
 				j := &s.el.joins
 				j.mu.Lock()
 				j.count[r]++
+				again := j.count[r] > max(j.seen[r], 1)
 				close(j.more)
 				j.more = make(chan struct{})
 				j.mu.Unlock()
+				// A member that asks again was started again: its old process is gone, and
+				// the transport, which forgets a rank's loss once a process at its address
+				// connects, may not have told the collectives. End the generation.
+				if g := s.el.cur.Load(); again && g != nil && slices.Contains(g.members, r) {
+					g.end(&genEnd{peer: s.peer(r).String() + " was started again and"})
+				}
 			}
 		}()
 	}
 }
 
 // requests returns the ranks waiting to be admitted (a request since they were last
-// admitted or lost), ascending, and a channel closed at the next request.
+// admitted), ascending, and a channel closed at the next request.
 func (j *joinRequests) requests() ([]int, <-chan struct{}) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -106,12 +111,28 @@ func (j *joinRequests) requests() ([]int, <-chan struct{}) {
 	return out, j.more
 }
 
-// forget records that ranks were admitted or lost: only a later request counts for them.
+// again returns the ranks of members that asked to join since they were admitted: they
+// were started again.
+func (j *joinRequests) again(members []int) []int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	var out []int
+	for _, r := range members {
+		if j.count[r] > j.seen[r] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// forget records that ranks were admitted: only a later request counts for them, that of
+// a process started again after a loss (a rank's first request is its first process's,
+// even where it arrives after the rank was admitted).
 func (j *joinRequests) forget(ranks []int) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	for _, r := range ranks {
-		j.seen[r] = j.count[r]
+		j.seen[r] = max(j.count[r], 1)
 	}
 }
 
@@ -126,30 +147,29 @@ func (s *MultiWorkerMirroredStrategy) elasticJoin(ctx context.Context) error {
 	deadline := time.NewTimer(s.el.wait)
 	defer deadline.Stop()
 	var asked []int
+	expired := false // the wait for every worker is over: go on with min
 	for {
 		var more <-chan struct{}
 		asked, more = s.el.joins.requests()
-		if len(asked) == len(s.peers)-1 {
+		if len(asked) == len(s.peers)-1 || (expired && len(asked)+1 >= s.el.min) {
 			break
 		}
 		select {
 		case <-more:
-			continue
 		case <-deadline.C:
+			expired = true
+			if len(asked)+1 < s.el.min {
+				logf("INFO", "waiting for the cluster: %d of the %d workers connected, %d needed (%v)", len(asked)+1, len(s.peers), s.el.min, time.Since(start).Round(time.Second))
+				deadline.Reset(waitLogInterval)
+			}
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for the cluster: %w", context.Cause(ctx))
 		}
-		if len(asked)+1 >= s.el.min {
-			break
-		}
-		deadline.Reset(waitLogInterval)
-		logf("INFO", "waiting for the cluster: %d of the %d workers connected, %d needed (%v)", len(asked)+1, len(s.peers), s.el.min, time.Since(start).Round(time.Second))
 	}
 	members := append([]int{0}, asked...)
 	if s.el.max > 0 && len(members) > s.el.max {
 		members = members[:s.el.max]
 	}
-	s.el.joins.forget(members)
 	for _, r := range members[1:] {
 		if err := s.sendAdmission(ctx, r, admitMsg{Gen: 0, Members: members}, nil); err != nil {
 			return err
@@ -180,13 +200,7 @@ func (s *MultiWorkerMirroredStrategy) ranksNot(members []int) string {
 // sendAdmission tells rank r it is admitted (m), then sends it state when m.State.
 func (s *MultiWorkerMirroredStrategy) sendAdmission(ctx context.Context, r int, m admitMsg, state []byte) error {
 	b, _ := json.Marshal(m)
-	err := s.t.Send(ctx, r, admitTag, b)
-	if errors.Is(err, transport.ErrPeerLost) {
-		// A worker started again at a lost one's address: the first send finds the old
-		// process's connection gone and resets it; the next connects to the new one.
-		err = s.t.Send(ctx, r, admitTag, b)
-	}
-	if err != nil {
+	if err := s.t.Send(ctx, r, admitTag, b); err != nil {
 		return s.regroupLoss(r, "admitting it", err)
 	}
 	if m.State {
@@ -324,7 +338,6 @@ func (s *MultiWorkerMirroredStrategy) admit(ctx context.Context, next int, state
 		}
 	}
 	g.unwatch()
-	s.el.joins.forget(joiners)
 	names := make([]string, len(joiners))
 	for i, r := range joiners {
 		names[i] = s.peer(r).String()

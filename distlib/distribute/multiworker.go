@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"godist/distlib/cluster"
@@ -140,8 +141,9 @@ type elasticConfig struct {
 	min, max int
 	wait     time.Duration // how long a regroup waits for a worker's note or state, the chief for the workers at the start
 
-	joins    joinRequests // the join requests of the other ranks
-	admitted *Admission   // this worker's admission at an epoch's end, until Join returns it
+	joins    joinRequests               // the join requests of the other ranks
+	cur      atomic.Pointer[generation] // s.gen, for the join watchers
+	admitted *Admission                 // this worker's admission at an epoch's end, until Join returns it
 	// adopting is true from this worker's admission at an epoch's end to its first
 	// collective: the state Fit restores holds the variables' values, so chief broadcasts
 	// (a model built meanwhile) keep the local ones; the group is not broadcasting.

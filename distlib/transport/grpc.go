@@ -396,6 +396,29 @@ func (g *GRPC) connect(ctx context.Context, to int, l *link) error {
 	return nil
 }
 
+// foundAgain clears rank from's lost mark when it connects; when it was lost (a process
+// started again at its address, or a link back), this rank's connection to it is dropped
+// too, so that the next Send dials the process there now rather than write into the old
+// connection. The drop waits for a Send in progress, so it runs apart.
+func (g *GRPC) foundAgain(from int) {
+	if !g.box.found(from) || from == g.rank {
+		return
+	}
+	go func() {
+		l := g.links[from]
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.data != nil {
+			g.untrackConn(l.data)
+			l.data = nil
+		}
+		if l.stream != nil {
+			l.cancel()
+			l.stream = nil
+		}
+	}()
+}
+
 func (g *GRPC) rpcError(to int, err error) error {
 	if status.Code(err) == codes.Unauthenticated {
 		return fmt.Errorf("%w by rank %d at %s (every task must have the same GODIST_CLUSTER_TOKEN): %s",
@@ -486,7 +509,7 @@ var serviceDesc = grpc.ServiceDesc{
 		if !ok {
 			return status.Error(codes.Unauthenticated, "stream without authentication")
 		}
-		g.box.found(rs.from)
+		g.foundAgain(rs.from)
 		for {
 			var f frame
 			if err := ss.RecvMsg(&f); err != nil {

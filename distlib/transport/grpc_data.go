@@ -105,7 +105,7 @@ func (g *GRPC) serveDataConn(c net.Conn) {
 		return
 	}
 	g.markSeen(from)
-	g.box.found(from)
+	g.foundAgain(from)
 	if err := g.readData(c, from); err != errCut {
 		g.linkLost(from, "its data connection closed", err)
 	}

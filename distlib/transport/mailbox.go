@@ -100,11 +100,13 @@ func (m *mailbox) markLost(from int, err error) {
 	}
 }
 
-// found clears a lost mark: sender from connected again.
-func (m *mailbox) found(from int) {
+// found clears a lost mark: sender from connected again. It reports whether from was lost.
+func (m *mailbox) found(from int) bool {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, was := m.lost[from]
 	delete(m.lost, from)
-	m.mu.Unlock()
+	return was
 }
 
 // lostErr returns why the link from sender from was lost, or nil.
