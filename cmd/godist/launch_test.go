@@ -44,6 +44,30 @@ sleep 30 & wait $!`
 	}
 }
 
+// TestLaunchElastic: `godist launch --elastic 2` goes on when worker 1 of 3 exits with an
+// error: the job succeeds, the launcher's line names the loss, and the tasks are told the
+// minimum (GODIST_ELASTIC_MIN); an --elastic above the workers is refused.
+func TestLaunchElastic(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	script := `echo "min=$GODIST_ELASTIC_MIN"
+case "$TF_CONFIG" in *'"index":1}'*) exit 3;; esac
+sleep 0.5`
+	var stdout, stderr bytes.Buffer
+	if err := launchMain([]string{"--workers", "3", "--elastic", "2", "--", "sh", "-c", script}, &stdout, &stderr); err != nil {
+		t.Fatalf("godist launch --elastic 2 = %v\nstdout:\n%s\nstderr:\n%s", err, &stdout, &stderr)
+	}
+	lost := regexp.MustCompile(`(?m)^\[launch\] task worker 1 lost at \d\d:\d\d:\d\d\.\d{3}: exit status 3; the job goes on with 2 chief and worker tasks \(at least 2\)$`)
+	if !lost.MatchString(stdout.String()) || strings.Count(stdout.String(), "min=2") != 3 {
+		t.Errorf("stdout:\n%s\nwant the loss of worker 1 (%s) and min=2 from every task", &stdout, lost)
+	}
+	err := launchMain([]string{"--workers", "2", "--elastic", "3", "--", "true"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "MinWorkers 3: an elastic job") {
+		t.Errorf("godist launch --workers 2 --elastic 3 = %v, want the elastic job's error", err)
+	}
+}
+
 // TestWorkerError: a %%distributed cell's error starts with the root-cause block and adds
 // the worker's error report only where its last lines do not hold it.
 func TestWorkerError(t *testing.T) {

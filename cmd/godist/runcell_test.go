@@ -41,17 +41,20 @@ func TestParseDistributedArgs(t *testing.T) {
 		workers int
 		timeout time.Duration
 		noPin   bool
+		elastic int
 		err     string
 	}{
-		{"", 2, 0, false, ""},
-		{"--workers 3", 3, 0, false, ""},
-		{"--workers=4 --timeout 1m", 4, time.Minute, false, ""},
-		{"--workers 2 --no-pin", 2, 0, true, ""},
-		{"--workers 0", 0, 0, false, "want 1 to 64"},
-		{"--workers two", 0, 0, false, "invalid value"},
-		{"--timeout -1s", 0, 0, false, "negative"},
-		{"extra", 0, 0, false, `unexpected argument "extra"`},
-		{"--gpus 2", 0, 0, false, "not defined"},
+		{"", 2, 0, false, 0, ""},
+		{"--workers 3", 3, 0, false, 0, ""},
+		{"--workers=4 --timeout 1m", 4, time.Minute, false, 0, ""},
+		{"--workers 2 --no-pin", 2, 0, true, 0, ""},
+		{"--workers 3 --elastic 2", 3, 0, false, 2, ""},
+		{"--workers 0", 0, 0, false, 0, "want 1 to 64"},
+		{"--workers two", 0, 0, false, 0, "invalid value"},
+		{"--timeout -1s", 0, 0, false, 0, "negative"},
+		{"--workers 2 --elastic 3", 0, 0, false, 0, "--elastic 3: want the least number of workers to go on with, 1 to --workers (2)"},
+		{"extra", 0, 0, false, 0, `unexpected argument "extra" (usage: %%distributed [--workers N] [--elastic MIN]`},
+		{"--gpus 2", 0, 0, false, 0, "not defined"},
 	} {
 		a, err := parseDistributedArgs(tc.in)
 		if tc.err != "" {
@@ -60,8 +63,8 @@ func TestParseDistributedArgs(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || a.workers != tc.workers || a.timeout != tc.timeout || a.noPin != tc.noPin {
-			t.Errorf("parseDistributedArgs(%q) = %+v, %v; want %d workers, timeout %v, no-pin %v", tc.in, a, err, tc.workers, tc.timeout, tc.noPin)
+		if err != nil || a.workers != tc.workers || a.timeout != tc.timeout || a.noPin != tc.noPin || a.elastic != tc.elastic {
+			t.Errorf("parseDistributedArgs(%q) = %+v, %v; want %d workers, timeout %v, no-pin %v, elastic %d", tc.in, a, err, tc.workers, tc.timeout, tc.noPin, tc.elastic)
 		}
 	}
 }
