@@ -98,6 +98,7 @@ func init() {
 		"WithWorkerTimeout":              reflect.ValueOf(distribute.WithWorkerTimeout),
 
 		// type definitions
+		"Admission":                   reflect.ValueOf((*distribute.Admission)(nil)),
 		"CentralStorageOption":        reflect.ValueOf((*distribute.CentralStorageOption)(nil)),
 		"CentralStorageStrategy":      reflect.ValueOf((*distribute.CentralStorageStrategy)(nil)),
 		"ClusterCoordinator":          reflect.ValueOf((*distribute.ClusterCoordinator)(nil)),
@@ -272,10 +273,18 @@ func (W _godist_distlib_distribute_CrossDeviceOps) String() string {
 // _godist_distlib_distribute_ElasticWorkers is an interface wrapper for ElasticWorkers type
 type _godist_distlib_distribute_ElasticWorkers struct {
 	IValue       interface{}
+	WAdmit       func(ctx context.Context, next int, state func() ([]byte, error)) (bool, error)
+	WJoin        func(ctx context.Context) (distribute.Admission, error)
 	WRegroup     func(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (distribute.Regrouped, error)
 	WRegroupable func(err error) bool
 }
 
+func (W _godist_distlib_distribute_ElasticWorkers) Admit(ctx context.Context, next int, state func() ([]byte, error)) (bool, error) {
+	return W.WAdmit(ctx, next, state)
+}
+func (W _godist_distlib_distribute_ElasticWorkers) Join(ctx context.Context) (distribute.Admission, error) {
+	return W.WJoin(ctx)
+}
 func (W _godist_distlib_distribute_ElasticWorkers) Regroup(ctx context.Context, done int64, cause error, state func() ([]byte, error)) (distribute.Regrouped, error) {
 	return W.WRegroup(ctx, done, cause, state)
 }
