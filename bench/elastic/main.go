@@ -24,11 +24,10 @@ import (
 	"syscall"
 	"time"
 
+	"godist/bench/internal/peer"
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/keras"
-	"godist/distlib/keras/layers"
-	"godist/distlib/tensor"
 )
 
 func main() {
@@ -57,19 +56,12 @@ func run(epochs, steps, batch, victim, killAt, minW int) error {
 	rank, _ := s.Extended().Worker()
 
 	rows := steps * batch
-	xs := tensor.RandomUniform([]int{rows, 28, 28, 1}, 0, 1, 100)
-	lab := tensor.RandomUniform([]int{rows}, 0, 10, 1000).Data()
-	l := make([]float32, len(lab))
-	for i, v := range lab {
-		l[i] = float32(int(v))
-	}
-	ys := tensor.MustNew([]int{len(l)}, l)
+	xs, ys := peer.Images(rows)
 	ds := data.FromTensorSlices(xs, ys).Batch(batch, false).WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
 	var m *keras.Model
 	s.Scope(func() {
 		keras.SetRandomSeed(0)
-		m = keras.Sequential(layers.Input(28, 28, 1), layers.Conv2D(32, 3, layers.ReLU), layers.MaxPooling2D(2),
-			layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(10))
+		m = peer.CNN()
 		m.Compile(keras.Adam(1e-3), keras.SparseCategoricalCrossentropy(true))
 	})
 

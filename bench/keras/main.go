@@ -24,11 +24,11 @@ import (
 	"runtime"
 	"runtime/pprof"
 
+	"godist/bench/internal/peer"
 	"godist/distlib/data"
 	"godist/distlib/device"
 	"godist/distlib/distribute"
 	"godist/distlib/keras"
-	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/internal/benchwin"
 )
@@ -81,20 +81,13 @@ func run(mode string, replicas, split, windows, steps, warmup, batch int, clean 
 		return fmt.Errorf("-mode %q: use plain or mirrored", mode)
 	}
 	global := batch * replicas
-	xs := tensor.RandomUniform([]int{16 * global, 28, 28, 1}, 0, 1, 100)
-	lab := tensor.RandomUniform([]int{16 * global}, 0, 10, 1000).Data()
-	l := make([]float32, len(lab))
-	for i, v := range lab {
-		l[i] = float32(int(v))
-	}
-	ys := tensor.MustNew([]int{len(l)}, l)
+	xs, ys := peer.Images(16 * global)
 	ds := data.FromTensorSlices(xs, ys).Batch(global, true).Repeat(-1)
 
 	var m *keras.Model
 	build := func() {
 		keras.SetRandomSeed(0)
-		m = keras.Sequential(layers.Input(28, 28, 1), layers.Conv2D(32, 3, layers.ReLU), layers.MaxPooling2D(2),
-			layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(10))
+		m = peer.CNN()
 		m.Compile(keras.Adam(1e-3), keras.SparseCategoricalCrossentropy(true), "accuracy")
 	}
 	if s != nil {

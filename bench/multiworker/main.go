@@ -34,11 +34,11 @@ import (
 	"strings"
 	"time"
 
+	"godist/bench/internal/peer"
 	"godist/distlib/cluster"
 	"godist/distlib/data"
 	"godist/distlib/distribute"
 	"godist/distlib/keras"
-	"godist/distlib/keras/layers"
 	"godist/distlib/tensor"
 	"godist/internal/benchwin"
 )
@@ -104,19 +104,12 @@ func run(workers, windows, steps, warmup, batch, batches, procs int) error {
 		defer stop()
 	}
 	global := batch * n
-	xs := tensor.RandomUniform([]int{batches * global, 28, 28, 1}, 0, 1, 100)
-	lab := tensor.RandomUniform([]int{batches * global}, 0, 10, 1000).Data()
-	l := make([]float32, len(lab))
-	for i, v := range lab {
-		l[i] = float32(int(v))
-	}
-	ys := tensor.MustNew([]int{len(l)}, l)
+	xs, ys := peer.Images(batches * global)
 	ds := data.FromTensorSlices(xs, ys).Batch(global, true).WithOptions(data.Options{AutoShardPolicy: data.AutoShardData})
 	var m *keras.Model
 	s.Scope(func() {
 		keras.SetRandomSeed(0)
-		m = keras.Sequential(layers.Input(28, 28, 1), layers.Conv2D(32, 3, layers.ReLU), layers.MaxPooling2D(2),
-			layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(10))
+		m = peer.CNN()
 		m.Compile(keras.Adam(1e-3), keras.SparseCategoricalCrossentropy(true))
 	})
 	var wins []benchwin.Window

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"godist/bench/internal/peer"
 	"godist/distlib/cluster"
 	"godist/distlib/data"
 	"godist/distlib/datasets"
@@ -246,8 +247,7 @@ func build() *keras.Model {
 	if *model == "dense" {
 		m = keras.Sequential(layers.Flatten(layers.InputShape(28, 28, 1)), layers.Dense(*hidden, layers.ReLU), layers.Dense(10))
 	} else {
-		m = keras.Sequential(layers.Input(28, 28, 1), layers.Conv2D(32, 3, layers.ReLU), layers.MaxPooling2D(2),
-			layers.Flatten(), layers.Dense(64, layers.ReLU), layers.Dense(10))
+		m = peer.CNN()
 	}
 	m.Compile(keras.Adam(1e-3), keras.SparseCategoricalCrossentropy(true), "accuracy")
 	return m
