@@ -100,6 +100,20 @@ func (e *syncTrainer) regroup(ctx context.Context, done int64, cause error) (beh
 	return rg.State != nil, st, nil
 }
 
+func (e *syncTrainer) elastic() bool { return e.paths.elastic != nil }
+
+// regroupAfter regroups the workers after err (a validation's) when it says a worker was
+// lost; again reports that what failed can run again.
+func (e *syncTrainer) regroupAfter(ctx context.Context, err error) (again bool, rerr error) {
+	if e.paths.elastic == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
+		return false, nil
+	}
+	if _, _, err := e.regroup(ctx, e.m.stepCount(), err); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // join joins an elastic job (nothing otherwise) before Fit's first epoch: a worker admitted
 // at another's epoch's end takes the state there and starts at the next epoch.
 func (e *syncTrainer) join(ctx context.Context) error {

@@ -264,6 +264,78 @@ func TestElasticFitWorkerJoins(t *testing.T) {
 	}
 }
 
+// A worker lost during the validation at an epoch's end: the others regroup, evaluate again
+// and go on; every global batch is still trained once per epoch, whole.
+func TestElasticFitLosesAWorkerInValidation(t *testing.T) {
+	const n, epochs, steps, batch, victim = 3, 2, 8, 6, 1
+	splitCPU(t, n)
+	mems := transport.NewMem(n)
+	first, final := make([][]float32, n), make([][]float32, n)
+	hist := make([]*History, n)
+	errs := make([]error, n)
+	var wg, built sync.WaitGroup
+	built.Add(n)
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer mems[w].Close()
+			defer func() {
+				if p := recover(); p != nil {
+					errs[w] = fmt.Errorf("%v", p)
+				}
+			}()
+			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
+				distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second),
+				distribute.WithElastic(2, 0))
+			defer s.Close()
+			var m *Model
+			inProcessScopes.Lock()
+			s.Scope(func() {
+				m = Sequential(layers.Dense(1, layers.UseBias(false)))
+				m.Compile(SGD(0.1), MeanSquaredError())
+			})
+			inProcessScopes.Unlock()
+			built.Done()
+			built.Wait()
+			// The victim's transport closes while it reads its second validation batch.
+			seen := 0
+			val := countingData(steps, batch).Take(3).Map(func(el data.Element) data.Element {
+				if seen++; w == victim && seen == 2 {
+					mems[w].Close()
+				}
+				return el
+			})
+			cb := LambdaCallback{OnTrainBatchEnd: func(b int, _ Logs) {
+				if first[w] == nil {
+					first[w] = append([]float32(nil), m.GetWeights()[0].Data()...)
+				}
+			}}
+			hist[w] = m.Fit(countingData(steps, batch), Epochs(epochs), ValidationData(val), Callbacks(cb), Verbose(0))
+			final[w] = m.GetWeights()[0].Data()
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		t.Fatal("the workers did not finish within 60 s")
+	}
+	for _, w := range []int{0, 2} {
+		if errs[w] != nil {
+			t.Fatalf("worker %d: %v", w, errs[w])
+		}
+		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), first[w], final[w], epochs)
+		if got := len(hist[w].History["val_loss"]); got != epochs {
+			t.Errorf("worker %d: %d validation losses, want %d", w, got, epochs)
+		}
+	}
+	if !slices.Equal(final[0], final[2]) {
+		t.Errorf("the two workers left end with different weights:\n%v\n%v", final[0], final[2])
+	}
+}
+
 // Below min the survivors stop, naming the lost worker.
 func TestElasticFitBelowMin(t *testing.T) {
 	_, _, errs := elasticFit(t, 2, 2, 1, 6, 4, 1, 0, 2)

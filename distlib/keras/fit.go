@@ -89,6 +89,9 @@ func (m *Model) fitEpochs(ctx context.Context, eng trainer, cfg *runConfig, ds *
 	}
 	if s, ok := eng.(workerSyncer); ok {
 		f.sync = s.syncWorkers
+		if s.elastic() {
+			f.regroup = s.regroupAfter
+		}
 	}
 	m.mw.resume = 0
 	f.trainBegin()
@@ -221,12 +224,20 @@ type fitLoop struct {
 	// sync waits for the other workers at the end of epoch (last: Fit's last): the
 	// trainer's (workerSyncer), else Model.syncWorkers.
 	sync func(ctx context.Context, epoch int, last bool) error
+	// regroup, under elastic training (workerSyncer), regroups the workers after err
+	// stopped the validation; again reports that it can run again.
+	regroup func(ctx context.Context, err error) (again bool, rerr error)
 }
 
 // workerSyncer is implemented by trainers with their own wait for the other workers at an
 // epoch's end (elastic training regroups and admits workers there).
 type workerSyncer interface {
 	syncWorkers(ctx context.Context, epoch int, last bool) error
+	// regroupAfter regroups the workers after err, when it says a worker was lost and the
+	// training is elastic (again); otherwise it returns again false and rerr nil.
+	regroupAfter(ctx context.Context, err error) (again bool, rerr error)
+	// elastic reports whether the training is elastic.
+	elastic() bool
 }
 
 // newFitLoop prepares the History and the callbacks of a Fit over ds and clears
@@ -301,6 +312,18 @@ func (f *fitLoop) epochEnd(epoch, steps int, total stats) (goOn bool) {
 	f.logs = f.m.logsOf(total, "")
 	if f.cfg.validation != nil {
 		vl, err := f.validate()
+		for err != nil && f.regroup != nil {
+			// Elastic training: a worker lost during the validation; the others regroup and
+			// evaluate again.
+			again, rerr := f.regroup(f.ctx, err)
+			if !again {
+				if rerr != nil {
+					err = rerr
+				}
+				break
+			}
+			vl, err = f.validate()
+		}
 		if err != nil {
 			if f.interrupted(epoch, steps) {
 				return false
@@ -335,7 +358,7 @@ func (f *fitLoop) validate() (vl Logs, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			e, ok := r.(error)
-			if !ok || f.ctx.Err() == nil {
+			if !ok || (f.ctx.Err() == nil && f.regroup == nil) {
 				panic(r)
 			}
 			err = e
