@@ -47,19 +47,18 @@ func (k *Kernel) execute(m *Message, arrived time.Time) {
 		k.execCount++
 	}
 	count := k.execCount
+	// The cell is running before the front end hears so (execute_input): an urgent comm_msg
+	// sent after it (a Stop button) is served at once, not after the cell.
+	ctx, cancel := context.WithCancel(k.ctx)
+	out := &cellOutput{k: k, parent: m, ctx: ctx, allowStdin: req.AllowStdin}
+	k.execMu.Lock()
+	k.execCancel, k.execCell = cancel, out
+	k.execMu.Unlock()
 	if !req.Silent {
 		k.publish(m, "execute_input", executeInput{Code: req.Code, ExecutionCount: count})
 	}
 
 	k.observeExecute(m)
-	ctx, cancel := context.WithCancel(k.ctx)
-	k.execMu.Lock()
-	k.execCancel = cancel
-	k.execMu.Unlock()
-	out := &cellOutput{k: k, parent: m, ctx: ctx, allowStdin: req.AllowStdin}
-	k.execMu.Lock()
-	k.execCell = out
-	k.execMu.Unlock()
 	var payload []pagePayload
 	var res *Result
 	var err error
