@@ -48,6 +48,72 @@ func countingData(steps, batch int) *data.Dataset {
 // sgdStep is one SGD step of countingData's batch on weight w.
 func sgdStep(w, lr float32) float32 { return w - lr*(2*(w-1)) }
 
+// memElastic is a group of in-process elastic workers (WithElastic(min, 0)) over
+// transport.NewMem, worker w on /cpu:w, each training a linear model without bias under the
+// mean squared error with SGD(0.1), countingData's.
+type memElastic struct {
+	t    *testing.T
+	mems []*transport.Mem
+	min  int
+	opts []distribute.MultiWorkerOption // more options of every worker's strategy
+	wg   sync.WaitGroup
+	errs []error // each worker's Fit error (a recovered panic)
+}
+
+func newMemElastic(t *testing.T, n, min int, opts ...distribute.MultiWorkerOption) *memElastic {
+	splitCPU(t, n)
+	return &memElastic{t: t, mems: transport.NewMem(n), min: min, opts: opts, errs: make([]error, n)}
+}
+
+// start makes worker w's strategy and model, waits for ready when not nil (the workers
+// that start together: Fit looks for the strategy in scope, where no worker may be then),
+// and runs fn in its own goroutine; a panic there is w's error. Its transport closes when
+// fn returns.
+func (g *memElastic) start(w int, ready *sync.WaitGroup, fn func(m *Model)) {
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer g.mems[w].Close()
+		defer func() {
+			if p := recover(); p != nil {
+				if e, ok := p.(error); ok {
+					g.errs[w] = e
+				} else {
+					g.errs[w] = fmt.Errorf("%v", p)
+				}
+			}
+		}()
+		opts := append([]distribute.MultiWorkerOption{distribute.WithTransport(g.mems[w]),
+			distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20 * time.Second),
+			distribute.WithElastic(g.min, 0)}, g.opts...)
+		s := distribute.NewMultiWorkerMirroredStrategy(opts...)
+		defer s.Close()
+		var m *Model
+		inProcessScopes.Lock()
+		s.Scope(func() {
+			m = Sequential(layers.Dense(1, layers.UseBias(false)))
+			m.Compile(SGD(0.1), MeanSquaredError())
+		})
+		inProcessScopes.Unlock()
+		if ready != nil {
+			ready.Done()
+			ready.Wait()
+		}
+		fn(m)
+	}()
+}
+
+// wait waits for the workers started, at most 60 s.
+func (g *memElastic) wait() {
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(60 * time.Second):
+		g.t.Fatalf("the %d workers did not finish within 60 s", len(g.mems))
+	}
+}
+
 // elasticFit trains countingData on n elastic workers (WithElastic(min, 0)) in this process
 // for epochs; worker victim's transport closes at the start of step killStep of epoch
 // killEpoch, and its goroutine ends there (kill -9 as the others see it). It returns the
@@ -55,47 +121,19 @@ func sgdStep(w, lr float32) float32 { return w - lr*(2*(w-1)) }
 // the errors of Fit (recovered panics).
 func elasticFit(t *testing.T, n, min, epochs, steps, batch, victim, killEpoch, killStep int) (first, final [][]float32, errs []error) {
 	t.Helper()
-	splitCPU(t, n)
-	const lr = 0.1
+	g := newMemElastic(t, n, min)
 	ds := countingData(steps, batch)
-	mems := transport.NewMem(n)
-	first, final, errs = make([][]float32, n), make([][]float32, n), make([]error, n)
-	var wg, built sync.WaitGroup
-	built.Add(n)
+	first, final = make([][]float32, n), make([][]float32, n)
+	var ready sync.WaitGroup
+	ready.Add(n)
 	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer mems[w].Close()
-			defer func() {
-				if p := recover(); p != nil {
-					if e, ok := p.(error); ok {
-						errs[w] = e
-					} else {
-						errs[w] = fmt.Errorf("%v", p)
-					}
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second),
-				distribute.WithElastic(min, 0))
-			defer s.Close()
-			var m *Model
-			inProcessScopes.Lock()
-			s.Scope(func() {
-				m = Sequential(layers.Dense(1, layers.UseBias(false)))
-				m.Compile(SGD(lr), MeanSquaredError())
-			})
-			inProcessScopes.Unlock()
-			// Fit looks for the strategy in scope: no worker may be in its scope then.
-			built.Done()
-			built.Wait()
+		g.start(w, &ready, func(m *Model) {
 			epoch := 0
 			cb := LambdaCallback{
 				OnEpochBegin: func(e int, _ Logs) { epoch = e },
 				OnTrainBatchBegin: func(b int, _ Logs) {
 					if w == victim && epoch == killEpoch && b == killStep {
-						mems[w].Close()
+						g.mems[w].Close()
 						runtime.Goexit()
 					}
 				},
@@ -107,16 +145,10 @@ func elasticFit(t *testing.T, n, min, epochs, steps, batch, victim, killEpoch, k
 			}
 			m.Fit(ds, Epochs(epochs), Callbacks(cb), Verbose(0))
 			final[w] = m.GetWeights()[0].Data()
-		}()
+		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the %d workers did not finish within 60 s", n)
-	}
-	return first, final, errs
+	g.wait()
+	return first, final, g.errs
 }
 
 // checkTrainedOnce checks that weight j of final went through one SGD step per epoch from
@@ -173,88 +205,56 @@ func TestElasticFitLosesAWorker(t *testing.T) {
 // weights, every global batch trained once per epoch, whole.
 func TestElasticFitWorkerJoins(t *testing.T) {
 	const n, epochs, steps, batch = 4, 3, 10, 6
-	splitCPU(t, n)
+	g := newMemElastic(t, n, 3, distribute.WithHealthCheck(0, time.Second))
 	ds := countingData(steps, batch)
-	mems := transport.NewMem(n)
 	first, final := make([][]float32, n), make([][]float32, n)
 	hist := make([]*History, n)
-	errs := make([]error, n)
 	started := make(chan struct{}) // worker 3 starts once the others have trained a step
 	asking := make(chan struct{})  // worker 3 is about to ask to join (its Fit)
 	var once sync.Once
-	var wg, built sync.WaitGroup
-	built.Add(n - 1)
-	run := func(w int) {
-		defer wg.Done()
-		defer mems[w].Close()
-		defer func() {
-			if p := recover(); p != nil {
-				errs[w] = fmt.Errorf("%v", p)
+	run := func(w int) func(m *Model) {
+		return func(m *Model) {
+			epoch := 0
+			cb := LambdaCallback{
+				OnEpochBegin: func(e int, _ Logs) { epoch = e },
+				OnTrainBatchEnd: func(b int, _ Logs) {
+					if epoch == 0 && b == 0 {
+						first[w] = append([]float32(nil), m.GetWeights()[0].Data()...)
+					}
+					if w == 0 && epoch == 0 && b == 2 {
+						once.Do(func() { close(started) })
+					}
+					if w == 0 && epoch == 0 && b == steps-1 {
+						// Worker 3 asks before the first epoch ends, and is admitted there.
+						<-asking
+						time.Sleep(200 * time.Millisecond)
+					}
+				},
 			}
-		}()
-		s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-			distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second),
-			distribute.WithHealthCheck(0, time.Second), distribute.WithElastic(3, 0))
-		defer s.Close()
-		var m *Model
-		inProcessScopes.Lock()
-		s.Scope(func() {
-			m = Sequential(layers.Dense(1, layers.UseBias(false)))
-			m.Compile(SGD(0.1), MeanSquaredError())
-		})
-		inProcessScopes.Unlock()
-		if w < n-1 {
-			// Fit looks for the strategy in scope: no worker may be in its scope then.
-			built.Done()
-			built.Wait()
+			if w == n-1 {
+				close(asking)
+			}
+			hist[w] = m.Fit(ds, Epochs(epochs), Callbacks(cb), Verbose(0))
+			final[w] = m.GetWeights()[0].Data()
 		}
-		epoch := 0
-		cb := LambdaCallback{
-			OnEpochBegin: func(e int, _ Logs) { epoch = e },
-			OnTrainBatchEnd: func(b int, _ Logs) {
-				if epoch == 0 && b == 0 {
-					first[w] = append([]float32(nil), m.GetWeights()[0].Data()...)
-				}
-				if w == 0 && epoch == 0 && b == 2 {
-					once.Do(func() { close(started) })
-				}
-				if w == 0 && epoch == 0 && b == steps-1 {
-					// Worker 3 asks before the first epoch ends, and is admitted there.
-					<-asking
-					time.Sleep(200 * time.Millisecond)
-				}
-			},
-		}
-		if w == n-1 {
-			close(asking)
-		}
-		hist[w] = m.Fit(ds, Epochs(epochs), Callbacks(cb), Verbose(0))
-		final[w] = m.GetWeights()[0].Data()
 	}
+	var ready sync.WaitGroup
+	ready.Add(n - 1)
 	for w := range n - 1 {
-		wg.Add(1)
-		go run(w)
+		g.start(w, &ready, run(w))
 	}
-	// No worker may be in its strategy's scope while another's Fit looks for the strategy
-	// in scope: worker 3 makes its model once the others train.
+	// Worker 3 makes its model once the others train (past Fit's look for the strategy).
 	<-started
-	wg.Add(1)
-	go run(n - 1)
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the workers did not finish within 60 s")
-	}
+	g.start(n-1, nil, run(n-1))
+	g.wait()
 	for w := range n - 1 {
-		if errs[w] != nil {
-			t.Fatalf("worker %d: %v", w, errs[w])
+		if g.errs[w] != nil {
+			t.Fatalf("worker %d: %v", w, g.errs[w])
 		}
 		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), first[w], final[w], epochs)
 	}
-	if errs[n-1] != nil {
-		t.Fatalf("worker 3: %v", errs[n-1])
+	if g.errs[n-1] != nil {
+		t.Fatalf("worker 3: %v", g.errs[n-1])
 	}
 	if !slices.Equal(final[0], final[n-1]) || !slices.Equal(final[0], final[1]) {
 		t.Errorf("the workers end with different weights:\n%v\n%v", final[0], final[n-1])
@@ -268,41 +268,18 @@ func TestElasticFitWorkerJoins(t *testing.T) {
 // and go on; every global batch is still trained once per epoch, whole.
 func TestElasticFitLosesAWorkerInValidation(t *testing.T) {
 	const n, epochs, steps, batch, victim = 3, 2, 8, 6, 1
-	splitCPU(t, n)
-	mems := transport.NewMem(n)
+	g := newMemElastic(t, n, 2)
 	first, final := make([][]float32, n), make([][]float32, n)
 	hist := make([]*History, n)
-	errs := make([]error, n)
-	var wg, built sync.WaitGroup
-	built.Add(n)
+	var ready sync.WaitGroup
+	ready.Add(n)
 	for w := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer mems[w].Close()
-			defer func() {
-				if p := recover(); p != nil {
-					errs[w] = fmt.Errorf("%v", p)
-				}
-			}()
-			s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithTransport(mems[w]),
-				distribute.WithDevices(fmt.Sprintf("/cpu:%d", w)), distribute.WithCommunicationTimeout(20*time.Second),
-				distribute.WithElastic(2, 0))
-			defer s.Close()
-			var m *Model
-			inProcessScopes.Lock()
-			s.Scope(func() {
-				m = Sequential(layers.Dense(1, layers.UseBias(false)))
-				m.Compile(SGD(0.1), MeanSquaredError())
-			})
-			inProcessScopes.Unlock()
-			built.Done()
-			built.Wait()
+		g.start(w, &ready, func(m *Model) {
 			// The victim's transport closes while it reads its second validation batch.
 			seen := 0
 			val := countingData(steps, batch).Take(3).Map(func(el data.Element) data.Element {
 				if seen++; w == victim && seen == 2 {
-					mems[w].Close()
+					g.mems[w].Close()
 				}
 				return el
 			})
@@ -313,18 +290,12 @@ func TestElasticFitLosesAWorkerInValidation(t *testing.T) {
 			}}
 			hist[w] = m.Fit(countingData(steps, batch), Epochs(epochs), ValidationData(val), Callbacks(cb), Verbose(0))
 			final[w] = m.GetWeights()[0].Data()
-		}()
+		})
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("the workers did not finish within 60 s")
-	}
+	g.wait()
 	for _, w := range []int{0, 2} {
-		if errs[w] != nil {
-			t.Fatalf("worker %d: %v", w, errs[w])
+		if g.errs[w] != nil {
+			t.Fatalf("worker %d: %v", w, g.errs[w])
 		}
 		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), first[w], final[w], epochs)
 		if got := len(hist[w].History["val_loss"]); got != epochs {
