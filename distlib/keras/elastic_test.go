@@ -26,6 +26,7 @@ import (
 	"godist/distlib/tensor"
 	"godist/distlib/transport"
 	"godist/internal/freeport"
+	"godist/internal/slurmtest"
 )
 
 // countingData returns steps global batches of batch rows in which batch j is the one-hot
@@ -335,15 +336,26 @@ func elasticHelper(string) error {
 	// A late worker (GODIST_KERAS_ELASTIC_LATE) starts 3 s after the others, which wait 1 s
 	// for it (the regroup wait) and start without it; each epoch of theirs takes about 1 s.
 	late := os.Getenv("GODIST_KERAS_ELASTIC_LATE")
-	var cfg cluster.TFConfig
-	if err := json.Unmarshal([]byte(os.Getenv("TF_CONFIG")), &cfg); err != nil {
-		return err
+	if late != "" {
+		var cfg cluster.TFConfig
+		if err := json.Unmarshal([]byte(os.Getenv("TF_CONFIG")), &cfg); err != nil {
+			return err
+		}
+		if strconv.Itoa(cfg.Task.Index) == late {
+			time.Sleep(3 * time.Second)
+		}
 	}
-	if late != "" && strconv.Itoa(cfg.Task.Index) == late {
-		time.Sleep(3 * time.Second)
+	opts := []distribute.MultiWorkerOption{distribute.WithCommunicationTimeout(30 * time.Second), distribute.WithHealthCheck(0, time.Second)}
+	if base := os.Getenv("GODIST_KERAS_ELASTIC_SLURM_PORT"); base != "" {
+		// Under srun (godist launch --slurm): the cluster from Slurm's variables.
+		port, _ := strconv.Atoi(base)
+		r, err := cluster.NewSlurmClusterResolver(cluster.SlurmOptions{PortBase: port})
+		if err != nil {
+			return err
+		}
+		opts = append(opts, distribute.WithClusterResolver(r))
 	}
-	s := distribute.NewMultiWorkerMirroredStrategy(distribute.WithCommunicationTimeout(30*time.Second),
-		distribute.WithHealthCheck(0, time.Second))
+	s := distribute.NewMultiWorkerMirroredStrategy(opts...)
 	defer s.Close()
 	index, _ := s.Extended().Worker()
 	victim, err := strconv.Atoi(os.Getenv("GODIST_KERAS_ELASTIC_VICTIM"))
@@ -571,5 +583,53 @@ func TestElasticFitWorkerComesBack(t *testing.T) {
 	}
 	if res[2].Epochs < 1 || res[2].Epochs > 4 {
 		t.Errorf("worker 2, started again, trained %d epochs, want 1 to 4 of the 5", res[2].Epochs)
+	}
+}
+
+// Under a real Slurm (godist's launcher with srun, the cluster from SlurmClusterResolver),
+// srun's task 1 of 3 is killed (SIGKILL) in the first epoch: srun leaves the others running,
+// they regroup and end with equal weights, every global batch trained once, and the
+// launcher names the lost task.
+func TestElasticFitSlurm(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a Slurm cluster")
+	}
+	c := slurmtest.Start(t) // skips without root or without slurm-wlm and munge
+	ports, err := freeport.Consecutive("127.0.0.1", 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "result")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var log bytes.Buffer
+	env := append(c.Env(), mwHelperEnv+"=elastic", "GODIST_KERAS_MW_OUT="+out, "GODIST_KERAS_ELASTIC_VICTIM=1",
+		"GODIST_KERAS_ELASTIC_STEP=4", fmt.Sprintf("GODIST_KERAS_ELASTIC_SLURM_PORT=%d", ports[0]))
+	err = cluster.Launch(ctx, cluster.LaunchSpec{Workers: 3, MinWorkers: 2, Slurm: true, Program: os.Args[0],
+		Args: []string{"-test.run=^$"}, Env: env, Output: &log, GracePeriod: time.Second})
+	if err != nil {
+		t.Fatalf("the elastic job under srun failed: %v\n%s\n%s", err, log.String(), c.Logs())
+	}
+	if w := "[launch] task worker 1 lost: Killed; the job went on with 2 chief and worker tasks (at least 2)"; !strings.Contains(log.String(), w) {
+		t.Errorf("the launcher did not name the lost task (%q):\n%s", w, log.String())
+	}
+	var res []elasticResult
+	for _, w := range []int{0, 2} {
+		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
+		if err != nil {
+			t.Fatalf("worker %d: %v\n%s", w, err, log.String())
+		}
+		var r elasticResult
+		if err := json.Unmarshal(b, &r); err != nil {
+			t.Fatal(err)
+		}
+		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), r.First, r.Final, 2)
+		res = append(res, r)
+	}
+	if !slices.Equal(res[0].Final, res[1].Final) || res[0].Workers != 2 {
+		t.Errorf("the workers left end as %d workers with weights\n%v\n%v\nwant 2, equal", res[0].Workers, res[0].Final, res[1].Final)
+	}
+	if t.Failed() || testing.Verbose() {
+		t.Logf("the job's output:\n%s", log.String())
 	}
 }
