@@ -117,6 +117,10 @@ type regroupMsg struct {
 
 func regroupTag(gen, round int) string { return fmt.Sprintf("elastic/%d/%d", gen, round) }
 
+// stateTag is the tag of the state a worker receives as it enters generation gen (one step
+// behind at a regroup, or admitted at an epoch's end).
+func stateTag(gen int) string { return fmt.Sprintf("elastic/%d/state", gen) }
+
 // startGeneration makes members (ranks of s.t) the workers training together as
 // generation n: the collectives run over their view, and a watcher per other member ends
 // the generation when that member sends its first regroup note. A member's loss does not
@@ -267,7 +271,7 @@ func (s *MultiWorkerMirroredStrategy) regroup(ctx context.Context, done int64, c
 		logf("WARNING", "%s lost; the %d remaining workers go on after step %d (this is worker %d of %d now; regrouped in %v)",
 			strings.Join(names, ", "), len(left), most, s.worker, s.workers, time.Since(start).Round(time.Millisecond))
 	}
-	tag := fmt.Sprintf("elastic/%d/state", g.n+1)
+	tag := stateTag(g.n + 1)
 	switch {
 	case s.rank == root:
 		var blob []byte

@@ -31,7 +31,7 @@ type Admission struct {
 }
 
 // admitMsg tells a worker it is admitted, to generation Gen of Members, at Epoch; the state
-// follows under elastic/<Gen>/state when State is true.
+// follows under stateTag(Gen) when State is true.
 type admitMsg struct {
 	Gen     int   `json:"gen"`
 	Members []int `json:"members"`
@@ -204,7 +204,7 @@ func (s *MultiWorkerMirroredStrategy) sendAdmission(ctx context.Context, r int, 
 		return s.regroupLoss(r, "admitting it", err)
 	}
 	if m.State {
-		if err := s.t.Send(ctx, r, fmt.Sprintf("elastic/%d/state", m.Gen), state); err != nil {
+		if err := s.t.Send(ctx, r, stateTag(m.Gen), state); err != nil {
 			return s.regroupLoss(r, "sending it the state", err)
 		}
 	}
@@ -249,7 +249,7 @@ func (s *MultiWorkerMirroredStrategy) awaitAdmission(ctx context.Context) error 
 	if m.State {
 		rctx, cancel := context.WithTimeout(ctx, s.el.wait)
 		defer cancel()
-		b, err := s.t.Recv(rctx, a.from, fmt.Sprintf("elastic/%d/state", m.Gen))
+		b, err := s.t.Recv(rctx, a.from, stateTag(m.Gen))
 		if err != nil {
 			return s.regroupLoss(a.from, "receiving the state", err)
 		}

@@ -56,8 +56,7 @@ func (e *syncTrainer) syncWorkers(ctx context.Context, epoch int, last bool) err
 			last := e.last
 			changed, err = e.paths.elastic.Admit(ctx, epoch+1, func() ([]byte, error) { return e.m.encodeElasticState(last), nil })
 			if changed {
-				e.m.mw.bucketer, e.m.mw.sizes = nil, nil
-				e.m.mw.balance.speed, e.m.mw.balance.active = nil, false
+				e.m.mw.groupChanged()
 			}
 		}
 		if err == nil || e.paths.elastic == nil || ctx.Err() != nil || !e.paths.elastic.Regroupable(err) {
@@ -86,9 +85,7 @@ func (e *syncTrainer) regroup(ctx context.Context, done int64, cause error) (beh
 	if err != nil {
 		return false, stats{}, err
 	}
-	// The bucketer and the balance belonged to the old group.
-	m.mw.bucketer, m.mw.sizes = nil, nil
-	m.mw.balance.speed, m.mw.balance.active = nil, false
+	m.mw.groupChanged()
 	if rg.State != nil {
 		if st, err = m.restoreElasticState(rg.State); err != nil {
 			return false, stats{}, err

@@ -333,6 +333,21 @@ type elasticResult struct {
 	Epochs       int // the epochs this worker trained
 }
 
+// readElasticResult reads what worker w of an elastic job wrote to out.w; a missing or
+// unreadable file fails the test, with log (the job's output).
+func readElasticResult(t *testing.T, out string, w int, log string) elasticResult {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
+	if err != nil {
+		t.Fatalf("worker %d: %v\n%s", w, err, log)
+	}
+	var r elasticResult
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("worker %d's result: %v", w, err)
+	}
+	return r
+}
+
 // elasticHelper is one worker task of TestElasticFitProcesses: it trains countingData for 2
 // epochs under MultiWorkerMirroredStrategy over gRPC, elastic from the launcher's
 // GODIST_ELASTIC_MIN; worker GODIST_KERAS_ELASTIC_VICTIM kills itself (SIGKILL) at the end
@@ -446,14 +461,7 @@ func TestElasticFitProcesses(t *testing.T) {
 				if w == c.victim {
 					continue
 				}
-				b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
-				if err != nil {
-					t.Fatalf("worker %d: %v\n%s", w, err, log.String())
-				}
-				var r elasticResult
-				if err := json.Unmarshal(b, &r); err != nil {
-					t.Fatal(err)
-				}
+				r := readElasticResult(t, out, w, log.String())
 				if r.Workers != 2 {
 					t.Errorf("worker %d ends with %d workers, want 2", w, r.Workers)
 				}
@@ -495,13 +503,7 @@ func TestElasticFitProcessJoins(t *testing.T) {
 	}
 	res := make([]elasticResult, 4)
 	for w := range 4 {
-		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
-		if err != nil {
-			t.Fatalf("worker %d: %v\n%s", w, err, log.String())
-		}
-		if err := json.Unmarshal(b, &res[w]); err != nil {
-			t.Fatal(err)
-		}
+		res[w] = readElasticResult(t, out, w, log.String())
 		if res[w].Workers != 4 {
 			t.Errorf("worker %d ends with %d workers, want 4", w, res[w].Workers)
 		}
@@ -581,13 +583,7 @@ func TestElasticFitWorkerComesBack(t *testing.T) {
 	}
 	res := make([]elasticResult, 3)
 	for w := range 3 {
-		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
-		if err != nil {
-			t.Fatalf("worker %d: %v", w, err)
-		}
-		if err := json.Unmarshal(b, &res[w]); err != nil {
-			t.Fatal(err)
-		}
+		res[w] = readElasticResult(t, out, w, "")
 		if w < 2 {
 			checkTrainedOnce(t, fmt.Sprintf("worker %d", w), res[w].First, res[w].Final, 5)
 		}
@@ -629,14 +625,7 @@ func TestElasticFitSlurm(t *testing.T) {
 	}
 	var res []elasticResult
 	for _, w := range []int{0, 2} {
-		b, err := os.ReadFile(fmt.Sprintf("%s.%d", out, w))
-		if err != nil {
-			t.Fatalf("worker %d: %v\n%s", w, err, log.String())
-		}
-		var r elasticResult
-		if err := json.Unmarshal(b, &r); err != nil {
-			t.Fatal(err)
-		}
+		r := readElasticResult(t, out, w, log.String())
 		checkTrainedOnce(t, fmt.Sprintf("worker %d", w), r.First, r.Final, 2)
 		res = append(res, r)
 	}

@@ -67,6 +67,13 @@ type multiWorker struct {
 	balance     workerBalance
 }
 
+// groupChanged drops what belonged to the old group of workers (elastic training): the
+// bucketer, made for its ranks, and the balance's speeds, one per worker.
+func (mw *multiWorker) groupChanged() {
+	mw.bucketer, mw.sizes = nil, nil
+	mw.balance.speed, mw.balance.active = nil, false
+}
+
 // BalanceWorkers sets whether Fit under MultiWorkerMirroredStrategy splits every global
 // batch between the workers in proportion to their speed (default false: equal shares, as
 // TensorFlow does). Workers in sync wait for the slowest at every step, so on machines or
