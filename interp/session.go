@@ -112,6 +112,7 @@ type EvalError struct {
 	Name      string   // "CompileError", "panic", "ExitError", "Interrupted", "MagicError"
 	Value     string   // the message, with the cell's line numbers
 	Traceback []string // lines to show, the first being "Name: Value"
+	ExitCode  int      // an ExitError's code: what os.Exit was called with
 }
 
 // Error returns "Name: Value".
@@ -392,13 +393,14 @@ func panicError(r any, where string, frames []string) *EvalError {
 	if rv, ok := r.(reflect.Value); ok && rv.IsValid() && rv.CanInterface() {
 		r = rv.Interface()
 	}
-	var exit ExitError
-	if e, ok := r.(ExitError); ok {
-		exit = e
-		return newEvalError("ExitError", exit.Error())
+	exit, isExit := r.(ExitError)
+	if e, ok := r.(error); ok && !isExit {
+		isExit = errors.As(e, &exit)
 	}
-	if e, ok := r.(error); ok && errors.As(e, &exit) {
-		return newEvalError("ExitError", exit.Error())
+	if isExit {
+		ee := newEvalError("ExitError", exit.Error())
+		ee.ExitCode = exit.Code
+		return ee
 	}
 	var tooLarge *memlimit.Error
 	if e, ok := r.(error); ok && errors.As(e, &tooLarge) {

@@ -238,6 +238,9 @@ func TestErrors(t *testing.T) {
 			if tt.trace != "" && !strings.Contains(strings.Join(ee.Traceback, "\n"), tt.trace) {
 				t.Errorf("traceback %q does not contain %q", ee.Traceback, tt.trace)
 			}
+			if want := map[string]int{"os.Exit": 3, "log.Fatal": 1}[tt.name]; ee.ExitCode != want {
+				t.Errorf("Execute(%q) exit code %d, want %d", tt.code, ee.ExitCode, want)
+			}
 		})
 	}
 	// The session lives on.

@@ -47,6 +47,26 @@ fmt.Println("hello")
 time.Sleep(3 * time.Second)
 fmt.Println("bye")`
 
+// lostWorkerCell is an elastic three-worker job (--elastic 2) whose worker 2 fails after a
+// second while the two others go on: the panel marks worker 2 lost and the job done.
+const lostWorkerCell = `%%distributed --workers 3 --elastic 2
+import (
+    "fmt"
+    "os"
+    "time"
+
+    "godist/distlib/cluster"
+)
+r, _ := cluster.NewTFConfigClusterResolver()
+fmt.Println("hello from worker", r.TaskID())
+time.Sleep(time.Second)
+if r.TaskID() == 2 {
+    fmt.Println("worker 2 fails")
+    os.Exit(3)
+}
+time.Sleep(2 * time.Second)
+fmt.Println("bye")`
+
 // longDistributedCell trains for 100000 epochs: only the panel's Stop button ends it.
 const longDistributedCell = `%%distributed --workers 2
 import (
@@ -207,6 +227,30 @@ func testWidgetCells(ctx context.Context, t *testing.T, srv *notebookServer, sho
 			t.Errorf("the panel's last lines lack the workers' \"bye\": %+v", last.Panel)
 		}
 		nb.screenshot(ctx, t, 1, shots, prefix+"panel-exited.png")
+	})
+
+	t.Run("lost worker", func(t *testing.T) {
+		nb := open(t, srv.writeNotebook(t, prefix+"lost.ipynb", lostWorkerCell))
+		nb.execute(ctx, t, 0)
+		last, err := nb.waitCell(ctx, 0, 0, "the panel's final state (done, worker 2 lost)", 3*time.Minute, func(s cellSnapshot) bool {
+			return s.Panel != nil && strings.HasSuffix(s.Panel.Status, ": done") && !slices.Contains(s.Buttons, "Stop")
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for task, want := range map[string]string{"worker 0": "exited", "worker 1": "exited", "worker 2": "lost"} {
+			if got := last.Panel.state(task); got != want {
+				t.Errorf("at the end the panel shows %s %q, want %s:\n%s", task, got, want, snapshots(nb.history[0]))
+			}
+		}
+		if got := last.Panel.cell("worker 2", 6); got != "worker 2 fails" {
+			t.Errorf("worker 2's last line in the panel = %q, want its own", got)
+		}
+		nb.waitDone(ctx, t, 0, 0, 30*time.Second)
+		if final := nb.history[0][len(nb.history[0])-1]; len(final.Errors) > 0 {
+			t.Errorf("the elastic job's cell failed: %q", final.Errors)
+		}
+		nb.screenshot(ctx, t, 0, shots, prefix+"panel-lost.png")
 	})
 
 	t.Run("Stop button", func(t *testing.T) {

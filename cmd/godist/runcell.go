@@ -107,6 +107,11 @@ func runWorkerCell(args []string) error {
 	res, err := s.Execute(ctx, string(code), out)
 	if err != nil {
 		var ee *interp.EvalError
+		if errors.As(err, &ee) && ee.Name == "ExitError" {
+			// A worker is a process of its own: os.Exit ends it with its code, as in a program.
+			s.Close()
+			os.Exit(ee.ExitCode)
+		}
 		if errors.As(err, &ee) {
 			return errors.New(strings.Join(ee.Traceback, "\n"))
 		}

@@ -118,6 +118,7 @@ m.Fit(data.FromTensorSlices(x, tensor.ReduceSum(x, 1)).Batch(32, false), keras.E
 x := undefinedThing + 1
 `, nil, "cell line 2", nil},
 		{"bad arguments", "%%distributed --workers -1\n1\n", nil, "want 1 to 64", nil},
+		{"os.Exit ends the worker with its code", "%%distributed --workers 1\nimport \"os\"\nos.Exit(3)\n", nil, "worker 0 (exit code 3)", nil},
 		{"timeout stops the workers", `%%distributed --workers 1 --timeout 2s
 import "time"
 time.Sleep(time.Minute)
